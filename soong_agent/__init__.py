@@ -1,0 +1,1 @@
+"""soong-agent: an agent core for LLM coding and automation agents."""

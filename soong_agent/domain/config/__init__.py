@@ -1,0 +1,1 @@
+"""The configuration schema and its pure resolution rules."""

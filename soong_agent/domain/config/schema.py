@@ -1,0 +1,276 @@
+"""The `config.toml` schema (CFG-5): twelve sections, unknown keys rejected, seed defaults."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ProviderName = Literal["openai", "anthropic", "ollama"]
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "ollama": "http://127.0.0.1:11434",
+}
+DEFAULT_KEY_ENVS: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "ollama": "",
+}
+
+
+class Section(BaseModel):
+    """Base of every config table: unknown keys are errors, values are validated strictly."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class RetryConfig(Section):
+    """How failed model calls are retried before the first byte arrives."""
+
+    max_attempts: int = Field(default=4, ge=1, le=20)
+    initial_backoff_ms: int = Field(default=500, ge=0)
+    max_backoff_ms: int = Field(default=30_000, ge=0)
+    max_retry_after_ms: int = Field(default=60_000, ge=0)
+
+
+class ModelConfig(Section):
+    """The main model profile; every other profile is layered over it."""
+
+    provider: ProviderName = "openai"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    name: str = ""
+    context_window: int = Field(default=128_000, gt=0)
+    max_output_tokens: int = Field(default=8_192, gt=0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    timeout_ms: int = Field(default=600_000, gt=0)
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+    @property
+    def resolved_base_url(self) -> str:
+        """`base_url`, or the provider's public endpoint when unset."""
+        return (self.base_url or DEFAULT_BASE_URLS[self.provider]).rstrip("/")
+
+    @property
+    def resolved_key_env(self) -> str:
+        """`api_key_env`, or the provider's usual variable; empty means no key is sent."""
+        return DEFAULT_KEY_ENVS[self.provider] if self.api_key_env is None else self.api_key_env
+
+
+class ModelOverride(Section):
+    """A partial model profile: only the keys given replace those of `[model]`."""
+
+    provider: ProviderName | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    name: str | None = None
+    context_window: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    timeout_ms: int | None = Field(default=None, gt=0)
+    retry: RetryConfig | None = None
+
+
+ModelProfileRef = str | ModelOverride
+
+
+class RuntimeConfig(Section):
+    """Run-wide limits."""
+
+    cancel_timeout_ms: int = Field(default=10_000, ge=0)
+    max_turns: int = Field(default=100, ge=1)
+    max_continuations: int = Field(default=3, ge=0)
+
+
+class ContextConfig(Section):
+    """Where sessions live and how the context window is budgeted."""
+
+    session_db_path: str = "${SOONG_AGENT_HOME}/sessions.sqlite"
+    active_path_only: bool = True
+    allow_branch_from: Literal["user_message"] = "user_message"
+    branch_summary: Literal[False] = False
+    reserve_output_tokens: int = Field(default=8_192, ge=0)
+    dynamic_system_budget: int = Field(default=12_000, ge=0)
+    non_system_budget: int | None = Field(default=None, ge=0)
+    task_board_token_budget: int = Field(default=1_200, ge=0)
+    task_recent_changes_limit: int = Field(default=20, ge=0)
+    task_recent_changes_window_minutes: int = Field(default=30, ge=0)
+
+
+class CompactConfig(Section):
+    """Compaction of long contexts."""
+
+    enabled: bool = True
+    reserve_tokens: int = Field(default=16_384, ge=0)
+    keep_recent_tokens: int = Field(default=20_000, ge=0)
+    auto_background: bool = True
+    recovery_sync: bool = True
+    model_profile: ModelProfileRef | None = None
+    max_summary_tokens: int = Field(default=4_000, gt=0)
+
+
+class MemoryConfig(Section):
+    """Long-term memory across sessions."""
+
+    enabled: bool = True
+    memory_dir: str = "${SOONG_AGENT_HOME}/memory"
+    categories: list[Literal["user", "feedback", "reference"]] = Field(
+        default_factory=lambda: ["user", "feedback", "reference"]
+    )
+    extract_every_messages: int = Field(default=20, ge=1)
+    extract_every_tokens: int = Field(default=12_000, ge=1)
+    idle_seconds: int = Field(default=300, ge=0)
+    catalog_max_tokens: int = Field(default=2_000, ge=0)
+    recall_top_k: int = Field(default=5, ge=0)
+    memory_context_token_budget: int = Field(default=2_000, ge=0)
+    extract_model_profile: ModelProfileRef | None = None
+    recall_model_profile: ModelProfileRef | None = None
+
+
+class WorkerConfig(Section):
+    """One worker of an orchestrator pool."""
+
+    worker_id: str | None = None
+    agent_definition_id: str
+    allowed_tools: list[str] | None = None
+
+
+class WorkerPoolConfig(Section):
+    """A pool of explicitly listed workers."""
+
+    pool_id: str
+    workers: list[WorkerConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_worker_ids(self) -> WorkerPoolConfig:
+        seen: set[str] = set()
+        for worker in self.workers:
+            if worker.worker_id is None:
+                continue
+            if worker.worker_id in seen:
+                raise ValueError(
+                    f"worker_id {worker.worker_id!r} appears twice in pool {self.pool_id!r}"
+                )
+            seen.add(worker.worker_id)
+        return self
+
+
+class AgentsConfig(Section):
+    """Child agents and orchestrator worker pools."""
+
+    max_children_per_run: int = Field(default=8, ge=0)
+    default_sub_agent_definition: str = "default_sub_agent"
+    default_fork_agent_definition: str = "default_fork_agent"
+    worker_pools: list[WorkerPoolConfig] = Field(default_factory=list)
+    max_concurrent_children_per_session: int = Field(default=4, ge=1)
+    default_child_timeout_ms: int = Field(default=600_000, gt=0)
+    child_cancel_timeout_ms: int = Field(default=30_000, ge=0)
+
+
+class PlanConfig(Section):
+    """Where plans are written."""
+
+    default_dir: str = "<project>/.soong-agent/plans"
+    template_name: str = "default"
+
+
+class TaskConfig(Section):
+    """The task DAG write-ahead logs."""
+
+    wal_dir: str = "<project>/.soong-agent/tasks"
+    task_board_token_budget: int = Field(default=1_200, ge=0)
+    task_recent_changes_limit: int = Field(default=20, ge=0)
+    task_recent_changes_window_minutes: int = Field(default=30, ge=0)
+    step_lease_timeout_ms: int = Field(default=300_000, gt=0)
+
+
+class PermissionsConfig(Section):
+    """Who may allow what."""
+
+    readonly_default: Literal["allow", "ask", "deny"] = "allow"
+    write_without_callback: Literal["allow", "deny"] = "deny"
+    remember_scope: Literal["session"] = "session"
+    allow_for_session_enabled: bool = True
+    network_policy: Literal["allowlist", "deny"] = "allowlist"
+
+
+class HooksConfig(Section):
+    """Command hooks from `${SOONG_AGENT_HOME}/hooks.json`."""
+
+    enabled: bool = True
+    default_timeout_ms: int = Field(default=30_000, gt=0)
+
+
+class NetworkConfig(Section):
+    """Where network tools may connect."""
+
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_domains: list[str] = Field(default_factory=list)
+
+
+class McpToolsConfig(Section):
+    """Which MCP servers and tools are used."""
+
+    disabled_servers: list[str] = Field(default_factory=list)
+    disabled_tools: list[str] = Field(default_factory=list)
+    tool_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    discovery_cache_ttl_ms: int = Field(default=300_000, ge=0)
+
+
+class ToolOverride(Section):
+    """Replaces parts of one tool's definition."""
+
+    description: str | None = None
+    timeout_ms: int | None = Field(default=None, gt=0)
+    permission_class: Literal["read_only", "write", "exec", "network"] | None = None
+
+
+DEFAULT_SENSITIVE_PATHS = [
+    "~/.ssh",
+    "~/.aws",
+    "~/.gnupg",
+    ".env",
+    ".env.*",
+    "${SOONG_AGENT_HOME}/config.toml",
+    "${SOONG_AGENT_HOME}/sessions.sqlite",
+]
+
+
+class ToolsConfig(Section):
+    """Tool limits and the sandbox."""
+
+    declarative_enabled: bool = True
+    disabled: list[str] = Field(default_factory=list)
+    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    allowed_write_roots: list[str] = Field(default_factory=lambda: ["<project>"])
+    allow_tmp_write: bool = False
+    default_timeout_ms: int = Field(default=120_000, gt=0)
+    max_timeout_ms: int = Field(default=600_000, gt=0)
+    env_allowlist: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "TERM"])
+    stdout_limit_bytes: int = Field(default=200_000, gt=0)
+    stderr_limit_bytes: int = Field(default=100_000, gt=0)
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
+    mcp: McpToolsConfig = Field(default_factory=McpToolsConfig)
+
+
+McpToolsConfig.model_rebuild()
+
+
+class SoongConfig(Section):
+    """The whole `config.toml`."""
+
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    model_overrides: dict[str, ModelOverride] = Field(default_factory=dict)
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    compact: CompactConfig = Field(default_factory=CompactConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    plan: PlanConfig = Field(default_factory=PlanConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    hooks: HooksConfig = Field(default_factory=HooksConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)

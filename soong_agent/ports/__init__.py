@@ -1,0 +1,1 @@
+"""Boundary vocabulary and port Protocols: the lowest layer, imported by every other layer."""

@@ -1,0 +1,167 @@
+"""Run events (LOOP-3): what a run reports, persisted in order with a per-run sequence number."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from soong_agent.ports.streaming import Usage
+
+RunStatus = Literal["running", "completed", "cancelled", "failed", "max_turns"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    run_id: str
+    session_id: str
+    at: float
+
+
+class RunStarted(_Event):
+    """A run began."""
+
+    type: Literal["run_started"] = "run_started"
+    project_dir: str
+    model: str
+    agent: str | None = None
+    resumed: bool = False
+    message: str
+
+
+class ModelCallStarted(_Event):
+    """The loop sent a request to the model."""
+
+    type: Literal["model_call_started"] = "model_call_started"
+    turn: int
+    messages: int
+
+
+class TextDeltaEvent(_Event):
+    """A piece of answer text arrived."""
+
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class ThinkingDeltaEvent(_Event):
+    """A piece of model reasoning arrived."""
+
+    type: Literal["thinking_delta"] = "thinking_delta"
+    text: str
+
+
+class ToolCallRequested(_Event):
+    """The model asked for a tool call."""
+
+    type: Literal["tool_call_requested"] = "tool_call_requested"
+    call_id: str
+    name: str
+    arguments: str
+
+
+class PermissionAsked(_Event):
+    """The user was asked to approve a tool call."""
+
+    type: Literal["permission_asked"] = "permission_asked"
+    call_id: str
+    tool: str
+    summary: str
+    session_scope: str
+
+
+class PermissionDecided(_Event):
+    """A tool call was allowed or denied; `reason` says which rule, mode, grant or answer decided."""
+
+    type: Literal["permission_decided"] = "permission_decided"
+    call_id: str
+    tool: str
+    decision: Literal["allow_once", "allow_for_session", "deny"]
+    reason: str
+
+
+class ToolResultEvent(_Event):
+    """A tool call produced its result (also synthesised ones, on error or cancel)."""
+
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    duration_ms: float = 0.0
+
+
+class CompactionEvent(_Event):
+    """The context was compacted."""
+
+    type: Literal["compaction"] = "compaction"
+    strategy: str
+    tokens_before: int
+    tokens_after: int
+    dropped: list[str] = Field(default_factory=list)
+
+
+class ChildAgentEvent(_Event):
+    """An event of a child agent, forwarded to its parent run."""
+
+    type: Literal["child_agent"] = "child_agent"
+    child_session_id: str
+    child_run_id: str
+    event: dict[str, Any]
+
+
+class ErrorEvent(_Event):
+    """Something went wrong; `fatal` errors end the run."""
+
+    type: Literal["error"] = "error"
+    kind: str
+    message: str
+    fatal: bool = False
+
+
+class UsageEvent(_Event):
+    """Token usage of one model call."""
+
+    type: Literal["usage"] = "usage"
+    model: str
+    usage: Usage
+
+
+class RunFinished(_Event):
+    """The run reached a terminal state."""
+
+    type: Literal["run_finished"] = "run_finished"
+    status: RunStatus
+    reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+RunEvent = Annotated[
+    RunStarted
+    | ModelCallStarted
+    | TextDeltaEvent
+    | ThinkingDeltaEvent
+    | ToolCallRequested
+    | PermissionAsked
+    | PermissionDecided
+    | ToolResultEvent
+    | CompactionEvent
+    | ChildAgentEvent
+    | ErrorEvent
+    | UsageEvent
+    | RunFinished,
+    Field(discriminator="type"),
+]
+
+RUN_EVENT: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Receives every event of a run as it happens."""
+
+    def emit(self, event: RunEvent) -> None:
+        """Take one event; must not block."""
+        ...

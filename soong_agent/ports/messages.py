@@ -1,0 +1,88 @@
+"""Provider-neutral conversation messages made of typed content blocks."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Block(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TextBlock(_Block):
+    """Plain text written by the user or the model."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingBlock(_Block):
+    """Model reasoning; `signature` is sent back unchanged where a provider requires it."""
+
+    type: Literal["thinking"] = "thinking"
+    text: str
+    signature: str | None = None
+
+
+class ToolCallBlock(_Block):
+    """A tool call made by the model; `arguments` is the raw JSON text the model produced."""
+
+    type: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: str
+
+
+class ToolResultBlock(_Block):
+    """The one result of one tool call, sent back to the model."""
+
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+ContentBlock = Annotated[
+    TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock, Field(discriminator="type")
+]
+
+Role = Literal["user", "assistant", "tool"]
+MessageKind = Literal["normal", "continuation", "summary", "synthetic"]
+
+
+class Message(BaseModel):
+    """One message of a session's tree; `parent_id` links it to the message before it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = ""
+    parent_id: str | None = None
+    role: Role
+    content: list[ContentBlock]
+    kind: MessageKind = "normal"
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks of this message."""
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_calls(self) -> list[ToolCallBlock]:
+        """The tool calls this message makes (assistant messages only)."""
+        return [b for b in self.content if isinstance(b, ToolCallBlock)]
+
+    @property
+    def tool_results(self) -> list[ToolResultBlock]:
+        """The tool results this message carries (tool messages only)."""
+        return [b for b in self.content if isinstance(b, ToolResultBlock)]
+
+
+MESSAGE_LIST = TypeAdapter(list[Message])
+
+
+def user_text(text: str, *, id: str = "", parent_id: str | None = None) -> Message:
+    """A user message holding one text block."""
+    return Message(id=id, parent_id=parent_id, role="user", content=[TextBlock(text=text)])

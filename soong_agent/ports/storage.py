@@ -1,0 +1,89 @@
+"""The session store port: sessions, runs, the message tree and events, written per turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from soong_agent.ports.events import RunEvent, RunStatus
+from soong_agent.ports.messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session's header: where it runs and which message is the tip of its active path."""
+
+    id: str
+    project_dir: str
+    created_at: float
+    updated_at: float
+    title: str = ""
+    agent: str | None = None
+    active_leaf_id: str | None = None
+    parent_session_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run of a session."""
+
+    id: str
+    session_id: str
+    started_at: float
+    status: RunStatus = "running"
+    finished_at: float | None = None
+    reason: str | None = None
+    model: str = ""
+
+
+@dataclass(slots=True)
+class TurnCommit:
+    """Everything that happened since the last turn boundary, written in one transaction.
+
+    `session` and `run` are upserted (inserted the first time, updated after), `messages` are new
+    messages (with ids and parent ids set), `events` are new events in sequence order.
+    """
+
+    session: SessionInfo
+    run: RunInfo
+    messages: list[Message] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)
+    at: float = 0.0
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Durable sessions; two processes may use the same store at once."""
+
+    async def commit(self, batch: TurnCommit) -> None:
+        """Write one turn's messages, events, and session/run state atomically."""
+        ...
+
+    async def get_session(self, session_id: str) -> SessionInfo | None:
+        """The session with this id, or None."""
+        ...
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionInfo]:
+        """The most recently updated sessions first."""
+        ...
+
+    async def active_path(self, session_id: str, *, limit: int | None = None) -> list[Message]:
+        """Messages from the root to the active leaf (the last `limit` of them when given)."""
+        ...
+
+    async def all_messages(self, session_id: str) -> list[Message]:
+        """Every message of the session (all branches) in the order they were written."""
+        ...
+
+    async def list_runs(self, session_id: str) -> list[RunInfo]:
+        """The session's runs, oldest first."""
+        ...
+
+    async def run_events(self, run_id: str) -> Sequence[RunEvent]:
+        """A run's events in sequence order."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; pending writes are finished first."""
+        ...

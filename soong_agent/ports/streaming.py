@@ -1,0 +1,70 @@
+"""What a model provider streams to the run loop: small immutable events, cheap to create."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from soong_agent.ports.messages import ToolCallBlock
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "other"]
+
+
+class Usage(BaseModel):
+    """Token usage of one model call as the provider reported it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of reasoning text, or the signature that closes a thinking block."""
+
+    text: str
+    signature: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallReady:
+    """A tool call whose arguments have fully arrived."""
+
+    call: ToolCallBlock
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReported:
+    """Usage of the call, when the provider sends it."""
+
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFinished:
+    """The last event of a successful stream."""
+
+    stop_reason: StopReason
+
+
+StreamEvent = TextDelta | ThinkingDelta | ToolCallReady | UsageReported | StreamFinished

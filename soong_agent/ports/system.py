@@ -1,0 +1,45 @@
+"""Small ports for the outside world: time, ids, secrets, token counts."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Wall-clock time and a monotonic timer."""
+
+    def now(self) -> float:
+        """Seconds since the epoch."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back."""
+        ...
+
+
+@runtime_checkable
+class IdGenerator(Protocol):
+    """Unique ids for sessions, runs, messages and tool calls."""
+
+    def new_id(self, prefix: str) -> str:
+        """A new id starting with `prefix`, e.g. ``ses_…``."""
+        ...
+
+
+@runtime_checkable
+class SecretSource(Protocol):
+    """Where secret values come from (the process environment); read at first use."""
+
+    def get(self, name: str) -> str | None:
+        """The value of the variable `name`, or None when it is unset or empty."""
+        ...
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Estimates how many tokens a text costs."""
+
+    def count(self, text: str) -> int:
+        """The estimated token count of `text`."""
+        ...
