@@ -1,1 +1,1 @@
-"""entrypoints package."""
+"""Entrypoints: the CLI, the SDK facade and the containers that wire adapters to use cases."""

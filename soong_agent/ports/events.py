@@ -73,7 +73,7 @@ class PermissionAsked(_Event):
 
 
 class PermissionDecided(_Event):
-    """A tool call was allowed or denied; `reason` says which rule, mode, grant or answer decided."""
+    """A tool call was allowed or denied; `reason` says which rule, mode, grant or answer."""
 
     type: Literal["permission_decided"] = "permission_decided"
     call_id: str

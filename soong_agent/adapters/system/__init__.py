@@ -1,1 +1,1 @@
-"""system package."""
+"""Real clock, ids, environment secrets and the prompt context source."""

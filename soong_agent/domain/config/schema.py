@@ -75,6 +75,9 @@ class ModelOverride(Section):
 
 ModelProfileRef = str | ModelOverride
 
+MemoryCategory = Literal["user", "feedback", "reference"]
+MEMORY_CATEGORIES: tuple[MemoryCategory, ...] = ("user", "feedback", "reference")
+
 
 class RuntimeConfig(Section):
     """Run-wide limits."""
@@ -116,9 +119,7 @@ class MemoryConfig(Section):
 
     enabled: bool = True
     memory_dir: str = "${SOONG_AGENT_HOME}/memory"
-    categories: list[Literal["user", "feedback", "reference"]] = Field(
-        default_factory=lambda: ["user", "feedback", "reference"]
-    )
+    categories: list[MemoryCategory] = Field(default_factory=lambda: list(MEMORY_CATEGORIES))
     extract_every_messages: int = Field(default=20, ge=1)
     extract_every_tokens: int = Field(default=12_000, ge=1)
     idle_seconds: int = Field(default=300, ge=0)

@@ -1,1 +1,1 @@
-"""cli package."""
+"""The `soong-agent` command line (typer + rich)."""

@@ -1,0 +1,32 @@
+"""Adapts an SDK approval callback (sync or async) to the Approver port."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import get_args
+
+from soong_agent.ports.approval import ApprovalRequest, Decision
+
+ApprovalCallback = Callable[[ApprovalRequest], "Decision | Awaitable[Decision]"]
+_VALID: tuple[str, ...] = get_args(Decision)
+
+
+class CallbackApprover:
+    """Calls the user's function; an answer that is not a known decision counts as deny.
+
+    An exception raised by the callback propagates; the tool pipeline then does not run the
+    call and reports the failure to the model and as an error event.
+    """
+
+    def __init__(self, callback: ApprovalCallback) -> None:
+        self._callback = callback
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        answer = self._callback(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        for valid in _VALID:
+            if answer == valid:
+                return valid
+        return "deny"

@@ -1,0 +1,269 @@
+"""The ReAct loop (LOOP-2): call the model, run its tool calls, repeat until it ends its turn."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.run_handle import RunResult
+from soong_agent.application.tool_pipeline import ToolPipeline
+from soong_agent.application.tools.base import ToolContext, ToolRegistry
+from soong_agent.domain.history import CONTINUATION_PROMPT, synthetic_results, unanswered_calls
+from soong_agent.ports.errors import ProviderError, SoongAgentError
+from soong_agent.ports.events import (
+    ErrorEvent,
+    ModelCallStarted,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolCallRequested,
+    ToolResultEvent,
+    UsageEvent,
+)
+from soong_agent.ports.messages import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    user_text,
+)
+from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart
+from soong_agent.ports.streaming import (
+    StopReason,
+    StreamFinished,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallReady,
+    Usage,
+    UsageReported,
+)
+
+INTERRUPTED = "This tool call did not run: the run was interrupted before it finished."
+CANCELLED = "This tool call did not finish: the user cancelled the run."
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """Limits and model settings of one run."""
+
+    model_label: str
+    max_turns: int = 100
+    max_continuations: int = 3
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+@dataclass(slots=True)
+class _Turn:
+    """What the current model call has produced so far (kept for cancellation)."""
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    signature: str | None = None
+    calls: list[ToolCallBlock] = field(default_factory=list)
+    stop: StopReason = "other"
+    usage: Usage | None = None
+
+    def content(self) -> list[ContentBlock]:
+        blocks: list[ContentBlock] = []
+        if self.thinking or self.signature:
+            blocks.append(ThinkingBlock(text="".join(self.thinking), signature=self.signature))
+        if self.text or not self.calls:
+            blocks.append(TextBlock(text="".join(self.text)))
+        blocks.extend(self.calls)
+        return blocks
+
+
+class AgentLoop:
+    """Drives one run from the user's message to a terminal state."""
+
+    def __init__(
+        self,
+        *,
+        provider: ModelProvider,
+        registry: ToolRegistry,
+        pipeline: ToolPipeline,
+        system: Sequence[SystemPart],
+        settings: LoopSettings,
+        tool_context: ToolContext,
+    ) -> None:
+        self._provider = provider
+        self._registry = registry
+        self._pipeline = pipeline
+        self._system = list(system)
+        self._settings = settings
+        self._ctx = tool_context
+        self._turn: _Turn | None = None
+        self._answer: list[str] = []
+        self._usage = Usage()
+        self._turns = 0
+
+    async def run(self, rec: RunRecorder, message: str, *, resumed: bool) -> RunResult:
+        """Execute the run; every outcome, cancellation included, ends in a RunResult."""
+        try:
+            await self._start(rec, message, resumed=resumed)
+            status, reason = await self._react(rec)
+            return await self._finish(rec, status, reason)
+        except asyncio.CancelledError:
+            self._close_open_turn(rec, CANCELLED)
+            return await self._finish(rec, "cancelled", "cancelled by the user")
+        except SoongAgentError as exc:
+            self._close_open_turn(rec, INTERRUPTED)
+            kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
+            rec.event(ErrorEvent, kind=kind, message=str(exc), fatal=True)
+            return await self._finish(rec, "failed", str(exc), error=exc)
+        except Exception as exc:  # a bug or a broken store: report it as a failed run, not a hang
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            rec.event(ErrorEvent, kind="internal", message=reason, fatal=True)
+            try:
+                return await self._finish(rec, "failed", reason, error=exc)
+            except Exception as commit_exc:  # the store itself is failing: the result still says so
+                reason = f"{reason}; the session could not be saved: {commit_exc}"
+                return self._result(rec, "failed", reason, exc)
+
+    async def _start(self, rec: RunRecorder, message: str, *, resumed: bool) -> None:
+        rec.event(
+            RunStarted,
+            project_dir=self._ctx.fs.root,
+            model=self._settings.model_label,
+            agent=rec.session.agent,
+            resumed=resumed,
+            message=message,
+        )
+        dangling = unanswered_calls(rec.history)
+        if dangling:  # a process killed mid-tool left calls without results
+            rec.add_message(
+                Message(
+                    role="tool",
+                    content=list(synthetic_results(dangling, INTERRUPTED)),
+                    kind="synthetic",
+                )
+            )
+        rec.add_message(user_text(message))
+        await rec.commit()
+
+    async def _react(self, rec: RunRecorder) -> tuple[RunStatus, str | None]:
+        continuations = 0
+        while self._turns < self._settings.max_turns:
+            self._turns += 1
+            turn = await self._call_model(rec)
+            assistant = rec.add_message(Message(role="assistant", content=turn.content()))
+            self._turn = None
+            self._answer.append(assistant.text)
+            if turn.calls:
+                self._answer = []
+                for call in turn.calls:
+                    rec.event(
+                        ToolCallRequested, call_id=call.id, name=call.name, arguments=call.arguments
+                    )
+                self._turn = turn
+                results = await self._pipeline.run_all(turn.calls, rec, self._ctx)
+                self._turn = None
+                rec.add_message(Message(role="tool", content=list(results)))
+            elif turn.stop == "max_tokens" and continuations < self._settings.max_continuations:
+                continuations += 1
+                rec.add_message(
+                    Message(
+                        role="user",
+                        content=[TextBlock(text=CONTINUATION_PROMPT)],
+                        kind="continuation",
+                    )
+                )
+            else:
+                await rec.commit()
+                if turn.stop == "max_tokens":
+                    return "completed", "the answer hit the output token limit"
+                return "completed", None
+            await rec.commit()
+        return (
+            "max_turns",
+            f"stopped after {self._settings.max_turns} model calls (runtime.max_turns)",
+        )
+
+    async def _call_model(self, rec: RunRecorder) -> _Turn:
+        turn = _Turn()
+        self._turn = turn
+        rec.event(ModelCallStarted, turn=self._turns, messages=len(rec.history))
+        request = ModelRequest(
+            system=self._system,
+            messages=rec.history,
+            tools=self._registry.specs(),
+            max_output_tokens=self._settings.max_output_tokens,
+            temperature=self._settings.temperature,
+        )
+        async for item in self._provider.stream(request):
+            if isinstance(item, TextDelta):
+                turn.text.append(item.text)
+                rec.event(TextDeltaEvent, text=item.text)
+            elif isinstance(item, ToolCallReady):
+                turn.calls.append(item.call)
+            elif isinstance(item, ThinkingDelta):
+                if item.text:
+                    turn.thinking.append(item.text)
+                    rec.event(ThinkingDeltaEvent, text=item.text)
+                if item.signature:
+                    turn.signature = item.signature
+            elif isinstance(item, UsageReported):
+                turn.usage = item.usage
+                self._usage = self._usage + item.usage
+                rec.event(UsageEvent, model=self._settings.model_label, usage=item.usage)
+            elif isinstance(item, StreamFinished):
+                turn.stop = item.stop_reason
+        if turn.calls:
+            turn.stop = "tool_use"
+        return turn
+
+    def _close_open_turn(self, rec: RunRecorder, reason: str) -> None:
+        """Keep partial text and give every started tool call exactly one result."""
+        turn, self._turn = self._turn, None
+        streaming = turn is not None and rec.history and rec.history[-1].role != "assistant"
+        if turn is not None and streaming and (turn.text or turn.thinking):
+            partial = _Turn(text=turn.text, thinking=turn.thinking, signature=turn.signature)
+            rec.add_message(Message(role="assistant", content=partial.content()))
+        pending = unanswered_calls(rec.history)
+        if not pending:
+            return
+        done = self._pipeline.completed
+        results: list[ToolResultBlock] = []
+        for call in pending:
+            block = done.get(call.id)
+            if block is None:
+                block = synthetic_results([call], reason)[0]
+                rec.event(
+                    ToolResultEvent, call_id=call.id, name=call.name, content=reason, is_error=True
+                )
+            results.append(block)
+        rec.add_message(Message(role="tool", content=list(results)))
+
+    async def _finish(
+        self,
+        rec: RunRecorder,
+        status: RunStatus,
+        reason: str | None,
+        *,
+        error: BaseException | None = None,
+    ) -> RunResult:
+        rec.finish(status, reason)
+        rec.event(RunFinished, status=status, reason=reason, usage=self._usage)
+        await rec.commit()
+        return self._result(rec, status, reason, error)
+
+    def _result(
+        self, rec: RunRecorder, status: RunStatus, reason: str | None, error: BaseException | None
+    ) -> RunResult:
+        return RunResult(
+            session_id=rec.session.id,
+            run_id=rec.run_info.id,
+            status=status,
+            final_text="".join(self._answer),
+            reason=reason,
+            usage=self._usage,
+            turns=self._turns,
+            error=error,
+        )

@@ -1,0 +1,106 @@
+"""The handle a caller holds for one run: its events as they happen, its result, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from soong_agent.ports.events import RunEvent, RunStatus
+from soong_agent.ports.streaming import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended.
+
+    Attributes:
+        status: ``completed``, ``cancelled``, ``failed`` or ``max_turns``.
+        final_text: the model's last answer text.
+        reason: one line saying why the run did not complete (None when it did).
+        error: the exception that failed the run, if any.
+    """
+
+    session_id: str
+    run_id: str
+    status: RunStatus
+    final_text: str = ""
+    reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+
+class Run:
+    """One run in progress; `events()` replays from the first event, so no reader misses any."""
+
+    def __init__(self, *, session_id: str, run_id: str, cancel_timeout_s: float) -> None:
+        self.session_id = session_id
+        self.run_id = run_id
+        self._cancel_timeout_s = cancel_timeout_s
+        self._events: list[RunEvent] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self._task: asyncio.Task[RunResult] | None = None
+        self._closed = False
+
+    # --- the event sink side (the loop) ---------------------------------------------------
+    def emit(self, event: RunEvent) -> None:
+        self._events.append(event)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def attach(self, task: asyncio.Task[RunResult]) -> None:
+        """Bind the task that executes the run."""
+        self._task = task
+        task.add_done_callback(self._on_done)
+
+    def _on_done(self, _task: asyncio.Task[RunResult]) -> None:
+        self._closed = True
+        self._wake()
+
+    # --- the caller side ------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        """Every event of the run in order, from the first, until the run ends."""
+        index = 0
+        while True:
+            while index < len(self._events):
+                yield self._events[index]
+                index += 1
+            if self._closed:
+                return
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+
+    async def wait(self) -> RunResult:
+        """Wait for the run to end and return how it ended."""
+        if self._task is None:
+            raise RuntimeError("the run has not been started")
+        return await asyncio.shield(self._task)
+
+    async def cancel(self) -> RunResult | None:
+        """Cancel the run and wait at most `runtime.cancel_timeout_ms` for its terminal state.
+
+        Returns the result when the run ended in time, else None.
+        """
+        if self._task is None:
+            return None
+        if not self._task.done():
+            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=self._cancel_timeout_s)
+        if self._task.done() and not self._task.cancelled():
+            return self._task.result()
+        return None

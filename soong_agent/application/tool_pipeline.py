@@ -1,0 +1,197 @@
+"""Runs the tool calls of one model turn: validate, ask permission, execute, one result each."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
+from soong_agent.domain import permissions
+from soong_agent.domain.config.schema import PermissionsConfig
+from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
+from soong_agent.ports.errors import SoongAgentError
+from soong_agent.ports.events import (
+    ErrorEvent,
+    PermissionAsked,
+    PermissionDecided,
+    ToolResultEvent,
+)
+from soong_agent.ports.messages import ToolCallBlock, ToolResultBlock
+from soong_agent.ports.system import Clock
+
+RESULT_MAX_CHARS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    call: ToolCallBlock
+    tool: Tool | None
+    args: BaseModel | None
+    problem: str | None
+
+
+def _validation_problem(tool: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+def _cap(text: str) -> str:
+    if len(text) <= RESULT_MAX_CHARS:
+        return text
+    cut = len(text) - RESULT_MAX_CHARS
+    return text[:RESULT_MAX_CHARS] + f"\n[... {cut} more characters cut]"
+
+
+class ToolPipeline:
+    """Turns tool calls into tool results; never raises for a tool's failure."""
+
+    def __init__(
+        self,
+        *,
+        registry: ToolRegistry,
+        approver: Approver | None,
+        policy: PermissionsConfig,
+        grants: permissions.SessionGrants,
+        clock: Clock,
+    ) -> None:
+        self._registry = registry
+        self._approver = approver
+        self._policy = policy
+        self._grants = grants
+        self._clock = clock
+        self.completed: dict[str, ToolResultBlock] = {}
+
+    def _prepare(self, call: ToolCallBlock) -> _Prepared:
+        tool = self._registry.get(call.name)
+        if tool is None:
+            known = ", ".join(self._registry.names()) or "none"
+            return _Prepared(call, None, None, f"unknown tool {call.name!r}; tools: {known}")
+        try:
+            raw: Any = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return _Prepared(call, tool, None, f"arguments are not valid JSON ({exc.msg})")
+        if not isinstance(raw, dict):
+            return _Prepared(call, tool, None, "arguments must be a JSON object")
+        try:
+            return _Prepared(call, tool, tool.args_model.model_validate(raw), None)
+        except ValidationError as exc:
+            return _Prepared(call, tool, None, _validation_problem(call.name, exc))
+
+    async def run_all(
+        self, calls: Sequence[ToolCallBlock], rec: RunRecorder, ctx: ToolContext
+    ) -> list[ToolResultBlock]:
+        """One result per call, in call order; read-only batches run concurrently (LOOP-5)."""
+        self.completed = {}
+        prepared = [self._prepare(c) for c in calls]
+        parallel = (
+            len(prepared) > 1
+            and self._policy.readonly_default == "allow"
+            and all(p.tool is not None and p.tool.permission_class == "read_only" for p in prepared)
+        )
+        if parallel:
+            await asyncio.gather(*(self._one(p, rec, ctx) for p in prepared))
+        else:
+            for p in prepared:
+                await self._one(p, rec, ctx)
+        return [self.completed[c.id] for c in calls]
+
+    async def _one(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> None:
+        started = self._clock.monotonic()
+        output = await self._outcome(p, rec, ctx)
+        block = ToolResultBlock(
+            call_id=p.call.id,
+            name=p.call.name,
+            content=_cap(output.content),
+            is_error=output.is_error,
+        )
+        self.completed[p.call.id] = block
+        rec.event(
+            ToolResultEvent,
+            call_id=block.call_id,
+            name=block.name,
+            content=block.content,
+            is_error=block.is_error,
+            duration_ms=(self._clock.monotonic() - started) * 1000,
+        )
+
+    async def _outcome(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> ToolOutput:
+        if p.problem is not None or p.tool is None or p.args is None:
+            return ToolOutput(p.problem or "invalid tool call", is_error=True)
+        tool, args = p.tool, p.args
+        try:
+            scope, summary = tool.describe(args, ctx)
+            decision = await self._permit(p.call, tool, scope, summary, rec)
+            if decision == "deny":
+                return ToolOutput(
+                    f"Permission denied: the user did not allow this {tool.name} call "
+                    f"({summary}). Do not retry it unchanged.",
+                    is_error=True,
+                )
+            return await tool.handler(args, ctx)
+        except SoongAgentError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except FileNotFoundError as exc:
+            return ToolOutput(f"not found: {exc.filename or exc}", is_error=True)
+        except OSError as exc:
+            return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True)
+        except Exception as exc:  # a tool's bug must not end the run; the model and events learn it
+            message = f"tool {tool.name} failed: {type(exc).__name__}: {exc}"
+            rec.event(ErrorEvent, kind="tool_crash", message=message, fatal=False)
+            return ToolOutput(message, is_error=True)
+
+    async def _permit(
+        self, call: ToolCallBlock, tool: Tool, scope: str, summary: str, rec: RunRecorder
+    ) -> Decision:
+        request = permissions.PermissionRequest(tool.name, tool.permission_class, scope)
+        verdict = permissions.decide(request, policy=self._policy, grants=self._grants)
+        decision: Decision
+        if verdict.outcome == "allow":
+            decision, reason = "allow_once", verdict.reason
+        elif verdict.outcome == "deny":
+            decision, reason = "deny", verdict.reason
+        elif self._approver is None:
+            decision, reason = permissions.without_approver(self._policy)
+        else:
+            decision, reason = await self._ask(call, tool, scope, summary, rec)
+        rec.event(
+            PermissionDecided, call_id=call.id, tool=tool.name, decision=decision, reason=reason
+        )
+        return decision
+
+    async def _ask(
+        self, call: ToolCallBlock, tool: Tool, scope: str, summary: str, rec: RunRecorder
+    ) -> tuple[Decision, str]:
+        assert self._approver is not None
+        covers = (
+            permissions.describe_scope(tool.name, scope)
+            if self._policy.allow_for_session_enabled
+            else "(allow for session is disabled)"
+        )
+        rec.event(
+            PermissionAsked, call_id=call.id, tool=tool.name, summary=summary, session_scope=covers
+        )
+        request = ApprovalRequest(
+            tool=tool.name,
+            call_id=call.id,
+            permission_class=tool.permission_class,
+            summary=summary,
+            session_scope=covers,
+        )
+        answer = await self._approver.decide(request)
+        if answer == "allow_for_session":
+            if not self._policy.allow_for_session_enabled:
+                return "allow_once", "user allowed it (allow for session is disabled: once only)"
+            self._grants.add(tool.name, scope)
+            return answer, f"user allowed it for this session ({covers})"
+        if answer == "allow_once":
+            return answer, "user allowed it once"
+        return "deny", "user denied it"

@@ -1,0 +1,93 @@
+"""The tool contract and the dispatch map (TOOL-1: adding a tool never changes the loop)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from soong_agent.ports.approval import PermissionClass
+from soong_agent.ports.filesystem import FileSystem
+from soong_agent.ports.model import ToolSpec
+
+
+class ToolArgs(BaseModel):
+    """Base of tool argument models: unknown arguments are errors the model is told about."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """What a tool hands back to the model."""
+
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What every tool handler may use."""
+
+    fs: FileSystem
+    session_id: str
+    run_id: str
+
+
+Handler = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
+Describer = Callable[[Any, ToolContext], tuple[str, str]]
+
+
+def _whole_tool(args: Any, ctx: ToolContext) -> tuple[str, str]:
+    return "*", "call the tool"
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """One tool: what the model sees, how arguments are checked, what it does, what it may touch.
+
+    `describe` maps validated arguments to (session scope, one-line summary) for permission
+    prompts and grants.
+    """
+
+    name: str
+    description: str
+    args_model: type[BaseModel]
+    handler: Handler
+    permission_class: PermissionClass = "read_only"
+    describe: Describer = _whole_tool
+
+    @property
+    def spec(self) -> ToolSpec:
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+
+class ToolRegistry:
+    """Tools by name, in the order they were added."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._specs: list[ToolSpec] | None = None
+        for tool in tools:
+            self.add(tool)
+
+    def add(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        self._tools[tool.name] = tool
+        self._specs = None
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self) -> list[ToolSpec]:
+        if self._specs is None:
+            self._specs = [t.spec for t in self._tools.values()]
+        return self._specs

@@ -1,0 +1,36 @@
+"""What the CLI commands share: loading the config and turning expected errors into one line."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+from soong_agent.ports.errors import ConfigError, SoongAgentError, UsageError
+
+T = TypeVar("T")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 130
+
+
+def fail(message: str, code: int) -> int:
+    """Print one error line to stderr and return the exit code."""
+    sys.stderr.write(f"soong-agent: error: {message}\n")
+    sys.stderr.flush()
+    return code
+
+
+def exit_code_for(error: BaseException) -> int:
+    """Config and usage mistakes exit 2; everything else that failed exits 1."""
+    return EXIT_USAGE if isinstance(error, ConfigError | UsageError) else EXIT_FAILED
+
+
+def guarded(action: Callable[[], int]) -> int:
+    """Run a command body; expected errors become one line and an exit code, never a traceback."""
+    try:
+        return action()
+    except SoongAgentError as exc:
+        return fail(str(exc), exit_code_for(exc))

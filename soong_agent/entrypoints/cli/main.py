@@ -1,0 +1,85 @@
+"""`soong-agent`: run, sessions, config. Only typer is imported up front, for a fast `--help`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="soong-agent",
+    help="An agent core for coding and automation: run an agent on a project folder.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+sessions_app = typer.Typer(help="List and show stored sessions.", no_args_is_help=True)
+config_app = typer.Typer(help="Check the configuration.", no_args_is_help=True)
+app.add_typer(sessions_app, name="sessions")
+app.add_typer(config_app, name="config")
+
+PathOption = Annotated[
+    str | None,
+    typer.Option("--path", help="Project folder (a file means its folder). Default: cwd."),
+]
+
+
+@app.command()
+def run(
+    message: Annotated[str, typer.Argument(help="What the agent should do.")],
+    path: PathOption = None,
+    session_id: Annotated[
+        str | None, typer.Option("--session-id", help="Resume this session.")
+    ] = None,
+    orchestrator: Annotated[
+        bool, typer.Option("--orchestrator", help="Run as orchestrator of worker pools.")
+    ] = False,
+    agent: Annotated[str | None, typer.Option("--agent", help="Agent preset id.")] = None,
+) -> None:
+    """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
+    from soong_agent.entrypoints.cli.run_cmd import run_command
+
+    raise typer.Exit(
+        run_command(
+            message, path=path, session_id=session_id, orchestrator=orchestrator, agent=agent
+        )
+    )
+
+
+@sessions_app.command("list")
+def sessions_list(
+    path: PathOption = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many sessions.")] = 20,
+) -> None:
+    """List sessions, most recently used first."""
+    from soong_agent.entrypoints.cli.sessions_cmd import list_sessions
+
+    raise typer.Exit(list_sessions(path=path, limit=limit))
+
+
+@sessions_app.command("show")
+def sessions_show(
+    session_id: Annotated[str, typer.Argument(help="The session id.")],
+    path: PathOption = None,
+) -> None:
+    """Print a session's transcript."""
+    from soong_agent.entrypoints.cli.sessions_cmd import show_session
+
+    raise typer.Exit(show_session(session_id, path=path))
+
+
+@config_app.command("check")
+def config_check(path: PathOption = None) -> None:
+    """Validate config.toml and print the resolved values and where each came from."""
+    from soong_agent.entrypoints.cli.config_cmd import check_config
+
+    raise typer.Exit(check_config(path=path))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

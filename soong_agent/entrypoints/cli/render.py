@@ -1,0 +1,96 @@
+"""Human-readable live output of a run: answer text on stdout, tool activity on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from soong_agent.application.run_handle import RunResult
+from soong_agent.ports.events import (
+    ErrorEvent,
+    PermissionDecided,
+    RunEvent,
+    TextDeltaEvent,
+    ToolCallRequested,
+    ToolResultEvent,
+)
+
+_ARG_PREVIEW = 80
+
+
+def _first_line(text: str, limit: int = 100) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def call_preview(name: str, arguments: str) -> str:
+    """``write_file(path=hello.txt, content=…)``: the call as one short line."""
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return f"{name}({_first_line(arguments, _ARG_PREVIEW)})"
+    if not isinstance(args, dict):
+        return f"{name}({_first_line(str(args), _ARG_PREVIEW)})"
+    parts = []
+    for key, value in args.items():
+        shown = value if isinstance(value, str) else json.dumps(value)
+        if len(shown) > 40 or "\n" in shown:
+            shown = _first_line(shown, 40) + "…" if "\n" in shown else shown[:39] + "…"
+        parts.append(f"{key}={shown}")
+    return f"{name}({', '.join(parts)})"
+
+
+class Renderer:
+    """Streams one run to the terminal."""
+
+    def __init__(self, *, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self._out = out or sys.stdout
+        self._err = err or sys.stderr
+        self._mid_line = False
+
+    def _end_text_line(self) -> None:
+        if self._mid_line:
+            self._out.write("\n")
+            self._out.flush()
+            self._mid_line = False
+
+    def status(self, line: str) -> None:
+        """A line about what is happening (stderr)."""
+        self._end_text_line()
+        self._err.write(line + "\n")
+        self._err.flush()
+
+    def prompt(self, text: str) -> None:
+        """Text of an approval question (stderr, no newline added)."""
+        self._end_text_line()
+        self._err.write(text)
+        self._err.flush()
+
+    def handle(self, event: RunEvent) -> None:
+        if isinstance(event, TextDeltaEvent):
+            self._out.write(event.text)
+            self._out.flush()
+            self._mid_line = not event.text.endswith("\n")
+        elif isinstance(event, ToolCallRequested):
+            self.status(f"● {call_preview(event.name, event.arguments)}")
+        elif isinstance(event, PermissionDecided) and event.decision == "deny":
+            self.status(f"  ✗ denied: {event.reason}")
+        elif isinstance(event, ToolResultEvent):
+            mark = "✗" if event.is_error else "✓"
+            self.status(f"  {mark} {_first_line(event.content)}")
+        elif isinstance(event, ErrorEvent) and not event.fatal:
+            self.status(f"  ! {event.message}")
+
+    def finished(self, result: RunResult) -> None:
+        self._end_text_line()
+        usage = result.usage
+        tokens = (
+            f", {usage.input_tokens} in / {usage.output_tokens} out tokens"
+            if usage.input_tokens or usage.output_tokens
+            else ""
+        )
+        self._err.write(f"[{result.status}: {result.turns} model call(s){tokens}]\n")
+        self._err.flush()
+        self._out.write(f"session: {result.session_id}\n")
+        self._out.flush()

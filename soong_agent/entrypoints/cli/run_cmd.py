@@ -1,0 +1,75 @@
+"""`soong-agent run`: stream one run; Ctrl-C cancels it and leaves the session consistent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from soong_agent.application.run_handle import Run, RunResult
+from soong_agent.entrypoints.cli.common import (
+    EXIT_CANCELLED,
+    EXIT_OK,
+    exit_code_for,
+    fail,
+    guarded,
+)
+from soong_agent.entrypoints.cli.render import Renderer
+
+
+def run_command(
+    message: str, *, path: str | None, session_id: str | None, orchestrator: bool, agent: str | None
+) -> int:
+    return guarded(lambda: asyncio.run(_run(message, path, session_id, orchestrator, agent)))
+
+
+def _on_interrupt(run: Run, renderer: Renderer, state: dict[str, object]) -> None:
+    if state.get("cancelling"):
+        renderer.status("interrupted again: exiting now")
+        os._exit(EXIT_CANCELLED)
+    state["cancelling"] = True
+    renderer.status("cancelling… (Ctrl-C again to exit at once)")
+    state["task"] = asyncio.ensure_future(run.cancel())
+
+
+async def _run(
+    message: str, path: str | None, session_id: str | None, orchestrator: bool, agent: str | None
+) -> int:
+    from soong_agent.adapters.approvals.terminal import TerminalApprover
+    from soong_agent.entrypoints.containers import CliContainer
+    from soong_agent.entrypoints.sdk import load, not_available
+
+    not_available(agent, orchestrator)
+    loaded = load(path, None)
+    renderer = Renderer()
+    approver = TerminalApprover(stdin=sys.stdin, write=renderer.prompt)
+    container = CliContainer(loaded=loaded, approver=approver)
+    try:
+        run = await container.services.run_service().start(message, session_id=session_id)
+        renderer.status(f"session {run.session_id}{' (resumed)' if session_id else ''}")
+        loop = asyncio.get_running_loop()
+        state: dict[str, object] = {}
+        loop.add_signal_handler(signal.SIGINT, _on_interrupt, run, renderer, state)
+        try:
+            async for event in run.events():
+                renderer.handle(event)
+            result = await run.wait()
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
+        renderer.finished(result)
+        return _exit_code(result)
+    finally:
+        closables = container.adapters.closables()
+        while closables:
+            await closables.pop()()
+
+
+def _exit_code(result: RunResult) -> int:
+    if result.status == "completed":
+        return EXIT_OK
+    if result.status == "cancelled":
+        return fail("run cancelled; the session was saved", EXIT_CANCELLED)
+    if result.error is not None:
+        return fail(result.reason or str(result.error), exit_code_for(result.error))
+    return fail(result.reason or result.status, 1)

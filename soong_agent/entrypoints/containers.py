@@ -1,0 +1,113 @@
+"""dependency-injector containers: shared Adapters and Services, composed per entrypoint.
+
+Containers are built inside an entrypoint call, never at import. Tests override providers
+(`container.adapters.model_provider.override(...)`) instead of patching modules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from soong_agent.application.loop import LoopSettings
+from soong_agent.application.run_service import RunService, RunServiceDeps
+from soong_agent.entrypoints import factories
+
+
+def _loop_settings(loaded: object, provider: object) -> LoopSettings:
+    config = loaded.config  # type: ignore[attr-defined]
+    return LoopSettings(
+        model_label=getattr(provider, "label", "model"),
+        max_turns=config.runtime.max_turns,
+        max_continuations=config.runtime.max_continuations,
+        max_output_tokens=config.model.max_output_tokens,
+        temperature=config.model.temperature,
+    )
+
+
+def _context_source(loaded: object) -> object:
+    from soong_agent.adapters.system.context_source import FileContextSource
+
+    return FileContextSource(home=loaded.home, project=loaded.project)  # type: ignore[attr-defined]
+
+
+def _clock() -> object:
+    from soong_agent.adapters.system.clock import SystemClock
+
+    return SystemClock()
+
+
+def _ids() -> object:
+    from soong_agent.adapters.system.clock import RandomIds
+
+    return RandomIds()
+
+
+def _secrets() -> object:
+    from soong_agent.adapters.system.secrets import EnvSecretSource
+
+    return EnvSecretSource()
+
+
+class Adapters(containers.DeclarativeContainer):
+    """Every adapter, built lazily from the loaded config."""
+
+    loaded: providers.Dependency[Any] = providers.Dependency()
+    clock = providers.Singleton(_clock)
+    ids = providers.Singleton(_ids)
+    secrets = providers.Singleton(_secrets)
+    closables: providers.Singleton[list[Any]] = providers.Singleton(list)
+    http_client = providers.Singleton(factories.http_client, closables)
+    main_profile = providers.Singleton(factories.main_profile, loaded)
+    model_provider = providers.Singleton(
+        factories.model_provider, loaded, main_profile, http_client, secrets
+    )
+    session_store = providers.Singleton(factories.session_store, loaded, closables)
+    filesystem = providers.Singleton(factories.filesystem, loaded)
+    context_source = providers.Singleton(_context_source, loaded)
+
+
+class Services(containers.DeclarativeContainer):
+    """Use cases over the adapters; `approver` is what differs between entrypoints."""
+
+    loaded: providers.Dependency[Any] = providers.Dependency()
+    adapters = providers.DependenciesContainer()
+    approver: providers.Dependency[Any] = providers.Dependency()
+    registry = providers.Singleton(factories.tool_registry, loaded)
+    settings = providers.Singleton(_loop_settings, loaded, adapters.model_provider)
+    run_deps = providers.Factory(
+        RunServiceDeps,
+        provider=adapters.model_provider,
+        store=adapters.session_store,
+        registry=registry,
+        fs=adapters.filesystem,
+        context=adapters.context_source,
+        clock=adapters.clock,
+        ids=adapters.ids,
+        approver=approver,
+        permissions=providers.Callable(lambda loaded: loaded.config.permissions, loaded),
+        settings=settings,
+        cancel_timeout_s=providers.Callable(
+            lambda loaded: loaded.config.runtime.cancel_timeout_ms / 1000, loaded
+        ),
+    )
+    run_service = providers.Singleton(RunService, run_deps)
+
+
+class CliContainer(containers.DeclarativeContainer):
+    """The CLI: the terminal asks for approval."""
+
+    loaded: providers.Dependency[Any] = providers.Dependency()
+    approver: providers.Dependency[Any] = providers.Dependency()
+    adapters = providers.Container(Adapters, loaded=loaded)
+    services = providers.Container(Services, loaded=loaded, adapters=adapters, approver=approver)
+
+
+class SdkContainer(containers.DeclarativeContainer):
+    """The SDK: the caller's callback approves, or nobody does (`write_without_callback`)."""
+
+    loaded: providers.Dependency[Any] = providers.Dependency()
+    approver: providers.Object[Any] = providers.Object(None)
+    adapters = providers.Container(Adapters, loaded=loaded)
+    services = providers.Container(Services, loaded=loaded, adapters=adapters, approver=approver)

@@ -1,0 +1,123 @@
+"""Builders the containers call; heavy adapters are imported here lazily, when first built."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from soong_agent.ports.errors import ConfigError, MissingSecretError
+from soong_agent.ports.model import ModelProvider
+from soong_agent.ports.system import SecretSource
+
+if TYPE_CHECKING:
+    import httpx
+
+    from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
+    from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
+    from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.domain.config.resolve import ResolvedProfile
+
+
+def main_profile(loaded: LoadedConfig) -> ResolvedProfile:
+    from soong_agent.domain.config.resolve import resolve_profile
+
+    return resolve_profile(loaded.config, None, purpose="main", source="config.toml: [model]")
+
+
+def http_client(closables: list[Callable[[], Awaitable[None]]]) -> httpx.AsyncClient:
+    import httpx
+
+    client = httpx.AsyncClient(follow_redirects=False, trust_env=False)
+    closables.append(client.aclose)
+    return client
+
+
+def api_key_reader(
+    profile: ResolvedProfile, secrets: SecretSource, config_name: str
+) -> Callable[[], str | None]:
+    """Reads the profile's key at first use; a missing one names var, profile and source."""
+    var = profile.model.resolved_key_env
+
+    def read() -> str | None:
+        if not var:
+            return None
+        value = secrets.get(var)
+        if value is None:
+            source = profile.source.replace("config.toml", config_name, 1)
+            raise MissingSecretError(
+                var=var, user=f'model profile "{profile.name}"', source=f"{source} api_key_env"
+            )
+        return value
+
+    return read
+
+
+def model_provider(
+    loaded: LoadedConfig,
+    profile: ResolvedProfile,
+    client: httpx.AsyncClient,
+    secrets: SecretSource,
+) -> ModelProvider:
+    model = profile.model
+    if model.provider != "openai":
+        raise ConfigError(
+            f"{loaded.path}: model.provider: expected 'openai' (the only provider in this "
+            f"version; anthropic and ollama are coming), found {model.provider!r}"
+        )
+    if not model.name:
+        raise ConfigError(
+            f'{loaded.path}: model.name: expected the model\'s name (e.g. name = "gpt-4o"), '
+            "found nothing"
+        )
+    from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
+    from soong_agent.adapters.providers.retry import RetryPolicy
+
+    retry = model.retry
+    return OpenAIChatProvider(
+        client=client,
+        base_url=model.resolved_base_url,
+        model=model.name,
+        api_key=api_key_reader(profile, secrets, loaded.path.name),
+        retry=RetryPolicy(
+            max_attempts=retry.max_attempts,
+            initial_backoff_s=retry.initial_backoff_ms / 1000,
+            max_backoff_s=retry.max_backoff_ms / 1000,
+            max_retry_after_s=retry.max_retry_after_ms / 1000,
+        ),
+        timeout_s=model.timeout_ms / 1000,
+    )
+
+
+def session_store(
+    loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
+) -> SqliteSessionStore:
+    from pathlib import Path
+
+    from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
+
+    store = SqliteSessionStore(Path(loaded.config.context.session_db_path))
+    closables.append(store.close)
+    return store
+
+
+def filesystem(loaded: LoadedConfig) -> LocalFileSystem:
+    from pathlib import Path
+
+    from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
+
+    tools = loaded.config.tools
+    return LocalFileSystem(
+        project=loaded.project,
+        write_roots=[Path(p) for p in tools.allowed_write_roots],
+        sensitive=list(tools.sensitive_paths),
+        allow_tmp_write=tools.allow_tmp_write,
+    )
+
+
+def tool_registry(loaded: LoadedConfig) -> ToolRegistry:
+    from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.application.tools.files import file_tools
+
+    disabled = set(loaded.config.tools.disabled)
+    return ToolRegistry(t for t in file_tools() if t.name not in disabled)

@@ -1,0 +1,166 @@
+"""The SDK facade (LOOP-1): `AgentRuntime(project_dir=…)`, `await runtime.run(message)`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from soong_agent.application.run_handle import Run, RunResult
+from soong_agent.ports.errors import UsageError
+from soong_agent.ports.messages import Message
+from soong_agent.ports.model import ModelProvider
+from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
+from soong_agent.ports.system import Clock, IdGenerator
+
+if TYPE_CHECKING:
+    from soong_agent.adapters.approvals.callback import ApprovalCallback
+    from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.entrypoints.containers import SdkContainer
+
+
+def load(
+    project_dir: str | Path | None, home: str | Path | None, env: Mapping[str, str] | None = None
+) -> LoadedConfig:
+    """Resolve home and project and load `config.toml`; raises ConfigError / UsageError."""
+    from soong_agent.adapters.config.project import resolve_project
+    from soong_agent.adapters.config.toml_loader import load_config, resolve_home
+
+    environ = os.environ if env is None else env
+    home_path = (
+        Path(home).expanduser().resolve()
+        if home is not None
+        else resolve_home(environ, user_home=str(Path.home()))
+    )
+    project = resolve_project(None if project_dir is None else str(project_dir), cwd=Path.cwd())
+    return load_config(home=home_path, project=project)
+
+
+def not_available(agent: str | None, orchestrator: bool) -> None:
+    """Agent presets and orchestrator mode arrive in a later version; say so clearly."""
+    if agent is not None:
+        raise UsageError(
+            f"agent presets (agent={agent!r}) are not available in this version yet; "
+            "run without choosing an agent"
+        )
+    if orchestrator:
+        raise UsageError("orchestrator mode is not available in this version yet")
+
+
+class AgentRuntime:
+    """An agent core bound to one project folder and one soong-agent home.
+
+    Args:
+        project_dir: the project folder (a file means its folder); defaults to the cwd.
+        home: the soong-agent home; defaults to `SOONG_AGENT_HOME` or `~/.soong-agent`.
+        approval: called when a tool call needs permission; returns ``"allow_once"``,
+            ``"allow_for_session"`` or ``"deny"`` (or an awaitable of one). Without it,
+            `permissions.write_without_callback` decides.
+        model, session_store, clock, ids: replace the configured adapters (tests, custom
+            providers).
+
+    Raises:
+        ConfigError: `config.toml` is missing or invalid.
+        UsageError: `project_dir` does not exist.
+    """
+
+    def __init__(
+        self,
+        project_dir: str | Path | None = None,
+        home: str | Path | None = None,
+        approval: ApprovalCallback | None = None,
+        *,
+        model: ModelProvider | None = None,
+        session_store: SessionStore | None = None,
+        clock: Clock | None = None,
+        ids: IdGenerator | None = None,
+    ) -> None:
+        from dependency_injector import providers
+
+        from soong_agent.entrypoints.containers import SdkContainer
+
+        self.loaded = load(project_dir, home)
+        container = SdkContainer(loaded=self.loaded)
+        if approval is not None:
+            from soong_agent.adapters.approvals.callback import CallbackApprover
+
+            container.approver.override(providers.Object(CallbackApprover(approval)))
+        overrides: dict[str, Any] = {
+            "model_provider": model,
+            "session_store": session_store,
+            "clock": clock,
+            "ids": ids,
+        }
+        for name, value in overrides.items():
+            if value is not None:
+                getattr(container.adapters, name).override(providers.Object(value))
+        self._container: SdkContainer = container
+        self._runs: list[Run] = []
+
+    @property
+    def project_dir(self) -> Path:
+        """The resolved project folder."""
+        return Path(self.loaded.project)
+
+    @property
+    def home(self) -> Path:
+        """The resolved soong-agent home."""
+        return Path(self.loaded.home)
+
+    async def run(
+        self,
+        message: str,
+        session_id: str | None = None,
+        agent: str | None = None,
+        orchestrator: bool = False,
+    ) -> Run:
+        """Start a run; `session_id` resumes that session. Returns the run's handle."""
+        not_available(agent, orchestrator)
+        service = self._container.services.run_service()
+        run: Run = await service.start(message, session_id=session_id)
+        self._runs.append(run)
+        return run
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionInfo]:
+        """The most recently used sessions first."""
+        store: SessionStore = self._container.adapters.session_store()
+        return await store.list_sessions(limit=limit)
+
+    async def session_messages(self, session_id: str) -> list[Message]:
+        """The active path of a session, root first."""
+        store: SessionStore = self._container.adapters.session_store()
+        return await store.active_path(session_id)
+
+    async def session_runs(self, session_id: str) -> list[RunInfo]:
+        """The runs of a session, oldest first."""
+        store: SessionStore = self._container.adapters.session_store()
+        return await store.list_runs(session_id)
+
+    async def aclose(self) -> None:
+        """Cancel unfinished runs and release connections and files."""
+        for run in self._runs:
+            if not run.done:
+                await run.cancel()
+        closables = self._container.adapters.closables()
+        while closables:
+            await closables.pop()()
+
+    async def __aenter__(self) -> AgentRuntime:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def run_sync(self, message: str, session_id: str | None = None) -> RunResult:
+        """Run to the end without an event loop of your own (a convenience for scripts)."""
+
+        async def _go() -> RunResult:
+            try:
+                run = await self.run(message, session_id=session_id)
+                return await run.wait()
+            finally:
+                await self.aclose()
+
+        return asyncio.run(_go())

@@ -1,0 +1,55 @@
+"""Fakes of every port, for testing agents built on soong-agent the way its own tests do.
+
+Example:
+    model = ScriptedModel([
+        ScriptedResponse.tool_calls(("write_file", {"path": "a", "content": "x"})),
+        ScriptedResponse.text("done"),
+    ])
+    runtime = AgentRuntime(project_dir=tmp, home=home, model=model,
+                           session_store=InMemorySessionStore(), approval=lambda req: "allow_once")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from soong_agent.adapters.approvals.callback import CallbackApprover
+from soong_agent.adapters.inmemory.fakes import (
+    DictSecretSource,
+    FixedClock,
+    RecordingApprover,
+    SequentialIds,
+    StaticContextSource,
+)
+from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
+from soong_agent.adapters.inmemory.scripted_model import ScriptedModel, ScriptedResponse
+from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
+
+__all__ = [
+    "CallbackApprover",
+    "DictSecretSource",
+    "FixedClock",
+    "InMemoryFileSystem",
+    "InMemorySessionStore",
+    "RecordingApprover",
+    "ScriptedModel",
+    "ScriptedResponse",
+    "SequentialIds",
+    "StaticContextSource",
+    "write_minimal_config",
+]
+
+MINIMAL_CONFIG = """\
+[model]
+provider = "openai"
+name = "scripted"
+api_key_env = ""
+"""
+
+
+def write_minimal_config(home: Path, extra: str = "") -> Path:
+    """Create `home/config.toml` with a minimal valid config (plus `extra` TOML) for tests."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "config.toml"
+    path.write_text(MINIMAL_CONFIG + extra, encoding="utf-8")
+    return path

@@ -1,0 +1,75 @@
+"""Builds a RunService from fakes of every port, for fast loop tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from soong_agent.application.loop import LoopSettings
+from soong_agent.application.run_service import RunService, RunServiceDeps
+from soong_agent.application.tools.base import Tool, ToolRegistry
+from soong_agent.application.tools.files import file_tools
+from soong_agent.domain.config.schema import PermissionsConfig
+from soong_agent.ports.approval import Approver
+from soong_agent.testing import (
+    FixedClock,
+    InMemoryFileSystem,
+    InMemorySessionStore,
+    RecordingApprover,
+    ScriptedModel,
+    SequentialIds,
+    StaticContextSource,
+)
+
+
+@dataclass
+class Harness:
+    model: ScriptedModel
+    store: InMemorySessionStore = field(default_factory=InMemorySessionStore)
+    fs: InMemoryFileSystem = field(default_factory=InMemoryFileSystem)
+    approver: Approver | None = field(default_factory=RecordingApprover)
+    permissions: PermissionsConfig = field(default_factory=PermissionsConfig)
+    extra_tools: list[Tool] = field(default_factory=list)
+    max_turns: int = 20
+    max_continuations: int = 2
+    clock: FixedClock = field(default_factory=FixedClock)
+    ids: SequentialIds = field(default_factory=SequentialIds)
+    _service: RunService | None = None
+
+    @property
+    def service(self) -> RunService:
+        if self._service is None:
+            registry = ToolRegistry([*file_tools(), *self.extra_tools])
+            self._service = RunService(
+                RunServiceDeps(
+                    provider=self.model,
+                    store=self.store,
+                    registry=registry,
+                    fs=self.fs,
+                    context=StaticContextSource(),
+                    clock=self.clock,
+                    ids=self.ids,
+                    approver=self.approver,
+                    permissions=self.permissions,
+                    settings=LoopSettings(
+                        model_label="scripted",
+                        max_turns=self.max_turns,
+                        max_continuations=self.max_continuations,
+                    ),
+                    cancel_timeout_s=2.0,
+                )
+            )
+        return self._service
+
+
+def assert_every_call_answered(requests: Iterable[object]) -> None:
+    """Each request's history gives every tool call exactly one result right after it."""
+    for request in requests:
+        messages = request.messages  # type: ignore[attr-defined]
+        for index, message in enumerate(messages):
+            calls = [c.id for c in message.tool_calls]
+            if not calls:
+                continue
+            assert index + 1 < len(messages), "a tool call is the last message of a request"
+            results = [r.call_id for r in messages[index + 1].tool_results]
+            assert results == calls, f"calls {calls} answered by {results}"
