@@ -20,9 +20,12 @@ if TYPE_CHECKING:
 
 
 def main_profile(loaded: LoadedConfig) -> ResolvedProfile:
+    for profile in loaded.profiles:
+        if profile.purpose == "main":
+            return profile
     from soong_agent.domain.config.resolve import resolve_profile
 
-    return resolve_profile(loaded.config, None, purpose="main", source="config.toml: [model]")
+    return resolve_profile(loaded.config, None, purpose="main", source=f"{loaded.path}: [model]")
 
 
 def http_client(closables: list[Callable[[], Awaitable[None]]]) -> httpx.AsyncClient:
@@ -33,9 +36,7 @@ def http_client(closables: list[Callable[[], Awaitable[None]]]) -> httpx.AsyncCl
     return client
 
 
-def api_key_reader(
-    profile: ResolvedProfile, secrets: SecretSource, config_name: str
-) -> Callable[[], str | None]:
+def api_key_reader(profile: ResolvedProfile, secrets: SecretSource) -> Callable[[], str | None]:
     """Reads the profile's key at first use; a missing one names var, profile and source."""
     var = profile.model.resolved_key_env
 
@@ -44,9 +45,8 @@ def api_key_reader(
             return None
         value = secrets.get(var)
         if value is None:
-            source = profile.source.replace("config.toml", config_name, 1)
             raise MissingSecretError(
-                var=var, user=f'model profile "{profile.name}"', source=f"{source} api_key_env"
+                var=var, user=f'model profile "{profile.name}"', source=profile.source
             )
         return value
 
@@ -78,7 +78,7 @@ def model_provider(
         client=client,
         base_url=model.resolved_base_url,
         model=model.name,
-        api_key=api_key_reader(profile, secrets, loaded.path.name),
+        api_key=api_key_reader(profile, secrets),
         retry=RetryPolicy(
             max_attempts=retry.max_attempts,
             initial_backoff_s=retry.initial_backoff_ms / 1000,

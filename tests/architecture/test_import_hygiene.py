@@ -1,4 +1,4 @@
-"""`import soong_agent` touches no file, environment variable or socket; the public API is pinned."""
+"""`import soong_agent` touches no file, env var or socket; the public API is pinned."""
 
 from __future__ import annotations
 

@@ -66,7 +66,9 @@ async def test_write_allowed_once_changes_the_file_and_model_sees_result() -> No
 
 
 async def test_denied_write_leaves_no_file_and_tells_the_model() -> None:
-    model = ScriptedModel([ScriptedResponse.tool_calls(write("a.txt")), ScriptedResponse.text("ok")])
+    model = ScriptedModel(
+        [ScriptedResponse.tool_calls(write("a.txt")), ScriptedResponse.text("ok")]
+    )
     h = Harness(model, approver=RecordingApprover(["deny"]))
     run = await h.service.start("write it")
     await run.wait()
@@ -79,7 +81,9 @@ async def test_denied_write_leaves_no_file_and_tells_the_model() -> None:
 
 @pytest.mark.parametrize(("setting", "written"), [("deny", False), ("allow", True)])
 async def test_without_approver_write_without_callback_decides(setting: str, written: bool) -> None:
-    model = ScriptedModel([ScriptedResponse.tool_calls(write("a.txt")), ScriptedResponse.text("ok")])
+    model = ScriptedModel(
+        [ScriptedResponse.tool_calls(write("a.txt")), ScriptedResponse.text("ok")]
+    )
     h = Harness(
         model,
         approver=None,
@@ -300,7 +304,9 @@ async def test_max_turns_stops_the_run() -> None:
 
 
 async def test_late_event_reader_gets_every_event() -> None:
-    h = Harness(ScriptedModel([ScriptedResponse.tool_calls(("list_dir", {})), ScriptedResponse.text("x")]))
+    h = Harness(
+        ScriptedModel([ScriptedResponse.tool_calls(("list_dir", {})), ScriptedResponse.text("x")])
+    )
     run = await h.service.start("go")
     await run.wait()
     events = [e async for e in run.events()]

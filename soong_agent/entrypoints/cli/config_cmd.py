@@ -20,7 +20,7 @@ def check_config(*, path: str | None) -> int:
             project=str(loaded.project),
             config=loaded.config,
             raw=loaded.raw,
-            profiles=resolve_all_profiles(loaded.config),
+            profiles=list(loaded.profiles) or resolve_all_profiles(loaded.config),
         )
         sys.stdout.write(report.rstrip("\n") + "\n")
         sys.stdout.write("config OK\n")

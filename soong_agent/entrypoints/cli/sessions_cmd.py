@@ -40,15 +40,13 @@ def list_sessions(*, path: str | None, limit: int) -> int:
         if not sessions:
             sys.stdout.write("no sessions yet\n")
             return EXIT_OK
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(box=None, pad_edge=False)
-        for column in ("session", "updated", "project", "title"):
-            table.add_column(column, overflow="fold")
+        width = max(len(s.id) for s in sessions)
+        sys.stdout.write(f"{'session':<{width}}  {'updated':<19}  title  (project)\n")
         for s in sessions:
-            table.add_row(s.id, _when(s.updated_at), s.project_dir, s.title)
-        Console(highlight=False, soft_wrap=True).print(table)
+            title = s.title if len(s.title) <= 60 else s.title[:59] + "…"
+            sys.stdout.write(
+                f"{s.id:<{width}}  {_when(s.updated_at)}  {title}  ({s.project_dir})\n"
+            )
         return EXIT_OK
 
     return guarded(lambda: asyncio.run(go()))

@@ -1,0 +1,254 @@
+"""The path policy of the local sandbox: how a model's path resolves, and what may touch it.
+
+All paths here are absolute posix strings. A path is checked in two forms: *lexical* (made
+absolute and normalised, symlinks untouched) and *resolved* (every existing symlink followed).
+Containment is decided on the resolved form; sensitive patterns are matched against both, so
+neither a symlink into a secret nor a symlink named like a secret gets through.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from soong_agent.ports.errors import SandboxViolation, ToolInputError, UsageError
+
+# Filesystems of these platforms usually ignore case, so a secret must not hide behind ".ENV".
+_FOLD_CASE = sys.platform in ("darwin", "win32")
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _fold(text: str) -> str:
+    return text.lower() if _FOLD_CASE else text
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether the absolute `path` is `root` or lies below it."""
+    if path == root:
+        return True
+    return path.startswith(root if root.endswith("/") else root + "/")
+
+
+def relative_parts(path: str, root: str) -> list[str]:
+    """The components of `path` below `root` (`path` must be within `root`)."""
+    if path == root:
+        return []
+    rest = path[len(root) :].lstrip("/")
+    return rest.split("/") if rest else []
+
+
+def _normalise(path: str) -> str:
+    normalised = posixpath.normpath(path)
+    if normalised.startswith("//"):  # posix keeps a leading "//"; it means "/" on Linux and macOS
+        normalised = "/" + normalised.lstrip("/")
+    return normalised
+
+
+def _ancestors(path: str) -> list[str]:
+    out = [path]
+    while path not in ("/", ""):
+        path = posixpath.dirname(path)
+        out.append(path)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SensitiveRule:
+    """One `sensitive` entry.
+
+    Without a slash it is an fnmatch pattern for any path component's name (``.env.*``); with a
+    slash, a leading ``~`` or as an absolute path it names a path and everything below it
+    (literal prefixes in `prefixes`, wildcard ones in `prefix_globs`).
+    """
+
+    pattern: str
+    name_glob: str | None = None
+    prefixes: tuple[str, ...] = ()
+    prefix_globs: tuple[str, ...] = ()
+
+    def matches_name(self, name: str) -> bool:
+        """Whether the single component `name` matches a name pattern."""
+        return self.name_glob is not None and fnmatch.fnmatchcase(_fold(name), self.name_glob)
+
+    def matches_path(self, path: str) -> bool:
+        """Whether the absolute `path` is one of the named paths or lies below one."""
+        folded = _fold(path)
+        if any(is_within(folded, prefix) for prefix in self.prefixes):
+            return True
+        if self.prefix_globs:
+            for ancestor in _ancestors(folded):
+                if any(fnmatch.fnmatchcase(ancestor, glob) for glob in self.prefix_globs):
+                    return True
+        return False
+
+
+class PathPolicy:
+    """Where reads and writes may go, for one project.
+
+    Reads: inside the resolved project. Writes: inside the resolved write roots (the project by
+    default) and, when `allow_tmp_write`, the resolved system temp directory. Sensitive paths:
+    never. Every refusal raises `SandboxViolation` naming the path.
+    """
+
+    def __init__(
+        self,
+        *,
+        project: Path,
+        write_roots: Sequence[Path] | None = None,
+        sensitive: Sequence[str] = (),
+        allow_tmp_write: bool = False,
+        home_dir: Path | None = None,
+    ) -> None:
+        home = os.fspath(home_dir) if home_dir is not None else os.path.expanduser("~")
+        self.home = _normalise(os.path.abspath(home))
+        self.project = os.path.realpath(self._expand_home(os.fspath(project)))
+        if not os.path.isdir(self.project):
+            raise UsageError(f"the project directory {os.fspath(project)} does not exist")
+        roots = [project] if write_roots is None else list(write_roots)
+        resolved_roots: list[str] = []
+        for root in roots:
+            text = self._expand_home(os.fspath(root))
+            resolved = os.path.realpath(os.path.join(self.project, text))
+            if resolved not in resolved_roots:
+                resolved_roots.append(resolved)
+        if allow_tmp_write:
+            tmp = os.path.realpath(tempfile.gettempdir())
+            if tmp not in resolved_roots:
+                resolved_roots.append(tmp)
+        self.write_roots: tuple[str, ...] = tuple(resolved_roots)
+        self.rules: tuple[SensitiveRule, ...] = tuple(
+            rule for rule in (self._compile_rule(entry) for entry in sensitive) if rule is not None
+        )
+
+    # --- resolution ------------------------------------------------------------------------
+
+    def _expand_home(self, path: str) -> str:
+        if path == "~":
+            return self.home
+        if path.startswith("~/"):
+            return self.home + path[1:]
+        return path
+
+    def lexical(self, path: str) -> str:
+        """`path` made absolute (relative ones against the project, ``~`` as home), normalised."""
+        if "\x00" in path:
+            raise ToolInputError(f"the path {path!r} contains a NUL character")
+        if not path.strip():  # an empty path means the project itself
+            return self.project
+        return _normalise(os.path.join(self.project, self._expand_home(path)))
+
+    def resolve(self, path: str) -> tuple[str, str]:
+        """(lexical, resolved) forms of `path`; resolved follows every existing symlink."""
+        lexical = self.lexical(path)
+        return lexical, os.path.realpath(lexical)
+
+    def display(self, path: str) -> str:
+        """`path` for messages: project-relative when inside the project, else absolute."""
+        try:
+            lexical, resolved = self.resolve(path)
+        except (ToolInputError, ValueError, OSError):
+            return path
+        for candidate in (lexical, resolved):
+            if is_within(candidate, self.project):
+                return self.relative(candidate)
+        return lexical
+
+    def relative(self, inside: str) -> str:
+        """The project-relative posix form of a path inside the project (``.`` for the root)."""
+        return "/".join(relative_parts(inside, self.project)) or "."
+
+    # --- sensitive paths -------------------------------------------------------------------
+
+    def _compile_rule(self, entry: str) -> SensitiveRule | None:
+        pattern = entry.strip()
+        if not pattern:
+            return None
+        if "/" not in pattern and pattern != "~":
+            return SensitiveRule(pattern=entry, name_glob=_fold(pattern))
+        absolute = _normalise(os.path.join(self.project, self._expand_home(pattern)))
+        if any(ch in _GLOB_CHARS for ch in absolute):
+            return SensitiveRule(pattern=entry, prefix_globs=(_fold(absolute),))
+        forms = {_fold(absolute), _fold(os.path.realpath(absolute))}
+        return SensitiveRule(pattern=entry, prefixes=tuple(sorted(forms)))
+
+    def _root_of(self, path: str) -> str | None:
+        for root in (self.project, *self.write_roots):
+            if is_within(path, root):
+                return root
+        return None
+
+    def sensitive_rule(self, lexical: str, resolved: str) -> SensitiveRule | None:
+        """The first rule that `path` (in both its forms) falls under, or None."""
+        if not self.rules:
+            return None
+        checks: list[tuple[str, list[str]]] = []
+        for form, whole in ((resolved, True), (lexical, False)):
+            root = self._root_of(form)
+            if root is not None:
+                names = relative_parts(form, root)
+            elif whole:  # outside every root: every component counts
+                names = [part for part in form.split("/") if part]
+            else:
+                names = [posixpath.basename(form)]
+            checks.append((form, names))
+        for rule in self.rules:
+            for form, names in checks:
+                if rule.matches_path(form) or any(rule.matches_name(name) for name in names):
+                    return rule
+        return None
+
+    def entry_is_sensitive(self, path: str, name: str) -> bool:
+        """For walks whose parent folder was already checked: `name` at the resolved `path`."""
+        return any(rule.matches_name(name) or rule.matches_path(path) for rule in self.rules)
+
+    def _refuse_sensitive(self, path: str, lexical: str, resolved: str, action: str) -> None:
+        rule = self.sensitive_rule(lexical, resolved)
+        if rule is not None:
+            raise SandboxViolation(
+                f"{action} {self.display(path)!r} refused: it is a sensitive path "
+                f"(matches {rule.pattern!r}) and is never read, written or listed"
+            )
+
+    # --- checks ----------------------------------------------------------------------------
+
+    def check_read(self, path: str, *, action: str = "read of") -> str:
+        """The resolved path if reading it is allowed; else raise SandboxViolation."""
+        lexical, resolved = self.resolve(path)
+        self._refuse_sensitive(path, lexical, resolved, action)
+        if not is_within(resolved, self.project):
+            raise SandboxViolation(
+                f"{action} {path!r} refused: {resolved} is outside the project {self.project}"
+            )
+        return resolved
+
+    def check_write(self, path: str) -> tuple[str, str]:
+        """(resolved path, write root holding it) if writing it is allowed; else raise."""
+        lexical, resolved = self.resolve(path)
+        self._refuse_sensitive(path, lexical, resolved, "write to")
+        for root in self.write_roots:
+            if is_within(resolved, root):
+                return resolved, root
+        allowed = ", ".join(self.write_roots) or "none"
+        outside = "outside the project and " if not is_within(resolved, self.project) else ""
+        raise SandboxViolation(
+            f"write to {path!r} refused: {resolved} is {outside}outside the allowed write roots "
+            f"({allowed})"
+        )
+
+    def check_access(self, path: str) -> str:
+        """The resolved path if it may be read or written (for existence checks)."""
+        lexical, resolved = self.resolve(path)
+        self._refuse_sensitive(path, lexical, resolved, "access to")
+        if is_within(resolved, self.project) or any(
+            is_within(resolved, root) for root in self.write_roots
+        ):
+            return resolved
+        raise SandboxViolation(
+            f"access to {path!r} refused: {resolved} is outside the project {self.project}"
+        )

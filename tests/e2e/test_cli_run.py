@@ -1,0 +1,208 @@
+"""`soong-agent run` end to end: streaming, approval, denial, resume, transcript, secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import CANARY, CLI, CliWorld
+from tests.support.fake_openai import error_response, text_response, tool_call_response
+
+pytestmark = pytest.mark.e2e
+
+WRITE_ARGS = json.dumps({"path": "hello.txt", "content": "hi from the agent\n"})
+
+
+def session_id_of(output: str) -> str:
+    match = re.search(r"session: (ses_\w+)", output)
+    assert match, output
+    return match.group(1)
+
+
+def test_text_answer_streams_and_prints_session(world: CliWorld) -> None:
+    world.server.enqueue(text_response("Hello from the model", pieces=4))
+    result = world.run("run", "say hello")
+    assert result.returncode == 0, result.stderr
+    assert "Hello from the model" in result.stdout
+    session_id_of(result.stdout)
+    body = world.server.requests[0].json
+    assert body["model"] == "fake-model" and body["stream"] is True
+    assert body["messages"][0]["role"] == "system"
+    assert body["messages"][-1] == {"role": "user", "content": "say hello"}
+    assert world.server.requests[0].headers["authorization"] == f"Bearer {CANARY}"
+
+
+def test_write_after_answering_1_creates_the_file(world: CliWorld) -> None:
+    world.server.enqueue(
+        tool_call_response([("call_1", "write_file", WRITE_ARGS)], fragments=4),
+        text_response("Wrote hello.txt"),
+    )
+    result = world.run("run", "create hello.txt", input="1\n")
+    assert result.returncode == 0, result.stderr
+    assert (world.project / "hello.txt").read_text() == "hi from the agent\n"
+    assert "write_file" in result.stderr
+    tool_messages = [m for m in world.server.requests[1].json["messages"] if m["role"] == "tool"]
+    assert tool_messages[0]["tool_call_id"] == "call_1"
+    assert "Wrote hello.txt" in result.stdout
+
+
+def test_closed_stdin_denies_the_write_and_tells_the_model(world: CliWorld) -> None:
+    world.server.enqueue(
+        tool_call_response([("call_1", "write_file", WRITE_ARGS)]),
+        text_response("I could not write it"),
+    )
+    result = world.run("run", "create hello.txt")
+    assert result.returncode == 0, result.stderr
+    assert not (world.project / "hello.txt").exists()
+    tool_message = next(m for m in world.server.requests[1].json["messages"] if m["role"] == "tool")
+    assert "denied" in tool_message["content"].lower()
+
+
+@pytest.mark.parametrize("answer", ["3\n", "yes\n", "deny\n"])
+def test_any_other_answer_denies(world: CliWorld, answer: str) -> None:
+    world.server.enqueue(
+        tool_call_response([("call_1", "write_file", WRITE_ARGS)]), text_response("ok")
+    )
+    result = world.run("run", "create hello.txt", input=answer)
+    assert result.returncode == 0, result.stderr
+    assert not (world.project / "hello.txt").exists()
+
+
+def test_piped_answers_cover_several_prompts(world: CliWorld) -> None:
+    second = json.dumps({"path": "second.txt", "content": "2"})
+    world.server.enqueue(
+        tool_call_response([("c1", "write_file", WRITE_ARGS)]),
+        tool_call_response([("c2", "write_file", second)]),
+        text_response("done"),
+    )
+    result = world.run("run", "two files", input="1\n3\n")
+    assert result.returncode == 0, result.stderr
+    assert (world.project / "hello.txt").exists()
+    assert not (world.project / "second.txt").exists()
+
+
+def test_allow_for_session_is_not_asked_again(world: CliWorld) -> None:
+    second = json.dumps({"path": "second.txt", "content": "2"})
+    world.server.enqueue(
+        tool_call_response([("c1", "write_file", WRITE_ARGS)]),
+        tool_call_response([("c2", "write_file", second)]),
+        text_response("done"),
+    )
+    result = world.run("run", "two files", input="2\n")
+    assert result.returncode == 0, result.stderr
+    assert (world.project / "second.txt").read_text() == "2"
+    assert result.stderr.count("answer [1/2/3]") == 1
+
+
+def test_resume_sends_the_earlier_history(world: CliWorld) -> None:
+    world.server.enqueue(text_response("The capital is Paris."), text_response("It has 2M people."))
+    first = world.run("run", "capital of France?")
+    sid = session_id_of(first.stdout)
+    second = world.run("run", "--session-id", sid, "how many people?")
+    assert second.returncode == 0, second.stderr
+    assert session_id_of(second.stdout) == sid
+    sent = [(m["role"], m.get("content")) for m in world.server.requests[1].json["messages"][1:]]
+    assert sent == [
+        ("user", "capital of France?"),
+        ("assistant", "The capital is Paris."),
+        ("user", "how many people?"),
+    ]
+
+
+def test_resume_of_an_unknown_session_exits_2(world: CliWorld) -> None:
+    result = world.run("run", "--session-id", "ses_nope", "hello")
+    assert result.returncode == 2
+    assert "ses_nope" in result.stderr and "Traceback" not in result.stderr
+    assert world.server.requests == []
+
+
+def test_sessions_list_and_show(world: CliWorld) -> None:
+    world.server.enqueue(
+        tool_call_response([("call_1", "write_file", WRITE_ARGS)]), text_response("All done.")
+    )
+    run = world.run("run", "make hello", input="1\n")
+    sid = session_id_of(run.stdout)
+    listing = world.run("sessions", "list")
+    assert listing.returncode == 0 and sid in listing.stdout
+    shown = world.run("sessions", "show", sid)
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert text.index("make hello") < text.index("write_file") < text.index("All done.")
+    assert "completed" in text
+    missing = world.run("sessions", "show", "ses_missing")
+    assert missing.returncode == 2 and "ses_missing" in missing.stderr
+
+
+def test_secret_never_reaches_disk_or_output(world: CliWorld) -> None:
+    world.server.enqueue(
+        tool_call_response([("call_1", "write_file", WRITE_ARGS)]),
+        error_response(401, message="bad key", type_="invalid_request_error"),
+    )
+    result = world.run("run", "go", input="1\n")
+    assert result.returncode == 1
+    assert CANARY not in result.stdout + result.stderr
+    for path in world.home.rglob("*"):
+        if path.is_file():
+            assert CANARY.encode() not in path.read_bytes(), path
+    assert list(world.home.glob("*.sqlite")), "the session database was written"
+
+
+def test_provider_failure_is_one_line_and_non_zero(world: CliWorld) -> None:
+    world.server.enqueue(error_response(401, message="Incorrect API key provided"))
+    result = world.run("run", "hi")
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("soong-agent: error")]
+    assert len(errors) == 1 and world.server.base_url in errors[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_agent_and_orchestrator_say_not_available(world: CliWorld) -> None:
+    for args in (["--agent", "full"], ["--orchestrator"]):
+        result = world.run("run", *args, "hi")
+        assert result.returncode == 2
+        assert "not available" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_path_pointing_at_a_file_uses_its_folder(world: CliWorld, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "main.py").write_text("print('secret text not for context')\n")
+    world.server.enqueue(text_response("ok"))
+    result = world.run("run", "--path", str(other / "main.py"), "look")
+    assert result.returncode == 0, result.stderr
+    system = world.server.requests[0].json["messages"][0]["content"]
+    assert str(other.resolve()) in system
+    assert "secret text not for context" not in json.dumps(world.server.requests[0].json)
+
+
+def test_ctrl_c_cancels_and_leaves_a_consistent_session(world: CliWorld) -> None:
+    world.server.enqueue(text_response("word " * 200, pieces=200).with_delay(0.05))
+    proc = subprocess.Popen(
+        [str(CLI), "run", "write a lot"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=world.env,
+        cwd=world.project,
+    )
+    deadline = time.monotonic() + 20
+    while not world.server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    sid = re.search(r"session (ses_\w+)", stderr)
+    assert sid, stderr
+    shown = world.run("sessions", "show", sid.group(1))
+    assert "cancelled" in shown.stdout
+    assert "word word" in shown.stdout
