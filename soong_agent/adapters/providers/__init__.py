@@ -1,1 +1,28 @@
-"""providers package."""
+"""Model provider adapters (OpenAI Chat Completions, ...) over httpx streaming.
+
+Names are re-exported lazily so that importing a small module of this package (such as
+`retry`) does not pay for importing httpx.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
+    from soong_agent.adapters.providers.retry import RetryPolicy
+
+__all__ = ["OpenAIChatProvider", "RetryPolicy"]
+
+_LAZY = {
+    "OpenAIChatProvider": "soong_agent.adapters.providers.openai_chat",
+    "RetryPolicy": "soong_agent.adapters.providers.retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -1,0 +1,260 @@
+"""OpenAI Chat Completions over httpx streaming (SSE); also serves compatible gateways."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from json.scanner import make_scanner
+from typing import Any
+
+import httpx
+
+from soong_agent.adapters.providers.http_errors import (
+    ErrorContext,
+    error_from_chunk,
+    error_from_httpx,
+    error_from_response,
+)
+from soong_agent.adapters.providers.openai_wire import (
+    FINISH_REASONS,
+    ToolCalls,
+    build_body,
+    parse_usage,
+)
+from soong_agent.adapters.providers.retry import RetryPolicy
+from soong_agent.adapters.providers.sse import SSEDecoder
+from soong_agent.ports.errors import ProviderError
+from soong_agent.ports.model import ModelRequest
+from soong_agent.ports.streaming import (
+    StopReason,
+    StreamEvent,
+    StreamFinished,
+    TextDelta,
+    ThinkingDelta,
+    UsageReported,
+)
+
+_DONE = "[DONE]"
+_loads = json.loads
+# The C scanner behind json.loads, called directly: it skips two Python frames and two regex
+# matches per chunk. Anything it does not take whole (leading/trailing whitespace, an error)
+# goes through json.loads, which gives the real answer.
+_scan: Callable[[str, int], tuple[Any, int]]
+_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+# --- the provider ----------------------------------------------------------------------------
+
+
+class OpenAIChatProvider:
+    """`ModelProvider` for OpenAI Chat Completions and compatible gateways."""
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        api_key: Callable[[], str | None],
+        retry: RetryPolicy,
+        timeout_s: float,
+        provider: str = "openai",
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._client = client
+        self._base_url = base_url.rstrip("/")
+        self._url = self._base_url + "/chat/completions"
+        self._model = model
+        self._api_key = api_key
+        self._retry = retry
+        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+        self._provider = provider
+        self._sleep = sleep
+        self._rand = rand
+
+    @property
+    def label(self) -> str:
+        return f"{self._provider} {self._model} at {self._base_url}"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send `request` and yield its events; the last one is `StreamFinished`.
+
+        Transient failures are retried per the policy, but only while nothing has been
+        yielded yet: once the caller has seen an event, a failure is raised at once.
+        """
+        content = json.dumps(build_body(self._model, request), ensure_ascii=False).encode()
+        key = self._api_key()
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
+
+        attempt = 0
+        yielded = False
+        while True:
+            attempt += 1
+            try:
+                try:
+                    async with (
+                        self._client.stream(
+                            "POST",
+                            self._url,
+                            content=content,
+                            headers=headers,
+                            timeout=self._timeout,
+                        ) as response,
+                        aclosing(_payload_batches(response)) as batches,
+                    ):
+                        await _check_status(response, ctx)
+                        # --- the hot loop: one json.loads and a few lookups per chunk ---
+                        calls = ToolCalls()
+                        usage: Any = None
+                        finish: Any = None
+                        done = False
+                        async for batch in batches:
+                            for payload in batch:
+                                if payload == _DONE:
+                                    done = True
+                                    break
+                                try:
+                                    chunk, end = _scan(payload, 0)
+                                except (StopIteration, ValueError):
+                                    end = -1
+                                if end != len(payload):
+                                    try:
+                                        chunk = _loads(payload)
+                                    except ValueError as exc:
+                                        raise _malformed(ctx, payload) from exc
+                                if type(chunk) is not dict:
+                                    raise _malformed(ctx, payload)
+                                choices = chunk.get("choices")
+                                if choices:
+                                    try:
+                                        choice = choices[0]
+                                        delta = choice.get("delta")
+                                        reason = choice.get("finish_reason")
+                                    except (AttributeError, LookupError, TypeError) as exc:
+                                        raise _malformed(ctx, payload) from exc
+                                    if delta and type(delta) is dict:
+                                        text = delta.get("content")
+                                        if text and type(text) is str:
+                                            yielded = True
+                                            yield TextDelta(text)
+                                        thinking = delta.get("reasoning_content") or delta.get(
+                                            "reasoning"
+                                        )
+                                        if thinking and type(thinking) is str:
+                                            yielded = True
+                                            yield ThinkingDelta(thinking)
+                                        fragments = delta.get("tool_calls")
+                                        if fragments:
+                                            for fragment in fragments:
+                                                calls.add(fragment)
+                                    if reason:
+                                        finish = reason
+                                        for ready in calls.drain():
+                                            yielded = True
+                                            yield ready
+                                reported_usage = chunk.get("usage")
+                                if reported_usage:
+                                    usage = reported_usage
+                                error = chunk.get("error")
+                                if error:
+                                    raise error_from_chunk(ctx, error)
+                            if done:
+                                break
+                        if not done:
+                            raise ctx.error("transport", "stream ended before [DONE]")
+                        await _drain(batches)
+                        had_calls = bool(calls)
+                        for ready in calls.drain():
+                            yielded = True
+                            yield ready
+                        reported = parse_usage(usage)
+                        if reported is not None:
+                            yielded = True
+                            yield UsageReported(reported)
+                        stop: StopReason
+                        if had_calls:
+                            stop = "tool_use"
+                        elif finish:
+                            stop = FINISH_REASONS.get(str(finish), "other")
+                        else:
+                            stop = "end_turn"
+                        yielded = True
+                        yield StreamFinished(stop)
+                        return
+                except httpx.HTTPError as exc:
+                    raise error_from_httpx(ctx, exc) from exc
+            except ProviderError as err:
+                if yielded or not err.retryable or not self._retry.should_retry(attempt):
+                    raise
+                await self._sleep(self._retry.delay(attempt, err.retry_after, self._rand()))
+
+
+# --- helpers of the exchange -----------------------------------------------------------------
+
+_DRAIN_TIMEOUT_S = 0.25
+
+
+async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
+    """Raise the classified error of a failed response, or of one that does not stream."""
+    status = response.status_code
+    if status >= 400:
+        body = await response.aread()
+        raise error_from_response(ctx, status, response.headers, body)
+    content_type = response.headers.get("content-type", "").lower()
+    if content_type.startswith(("application/json", "text/html")):
+        body = await response.aread()
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("error"):
+            raise error_from_chunk(ctx, parsed["error"])
+        raise ctx.error(
+            "protocol",
+            f"expected an event stream, got {content_type}: "
+            + body[:200].decode("utf-8", "replace"),
+            status=status,
+        )
+
+
+async def _payload_batches(response: httpx.Response) -> AsyncGenerator[list[str], None]:
+    """The SSE `data` payloads of the body, in batches (one per byte piece that ends events)."""
+    decoder = SSEDecoder()
+    feed = decoder.feed
+    async for piece in response.aiter_bytes():
+        batch = feed(piece)
+        if batch:
+            yield batch
+    batch = decoder.flush()
+    if batch:
+        yield batch
+
+
+async def _drain(batches: AsyncIterator[list[str]]) -> None:
+    """Read what follows [DONE] (normally just the end of the body) so the connection can be
+    reused; a server that keeps the body open after [DONE] is given up on quickly."""
+    try:
+        async with asyncio.timeout(_DRAIN_TIMEOUT_S):
+            async for _ in batches:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
+
+
+def _malformed(ctx: ErrorContext, payload: str) -> ProviderError:
+    return ctx.error("protocol", "malformed chunk: " + payload[:200])
