@@ -1,0 +1,278 @@
+"""Session store throughput and resume time (SQLite adapter).
+
+Run: `python benchmarks/bench_session_store.py [--messages 50000] [--tail 10000]`
+
+Prints events inserted per second (typical turns and large batches), commit latency of a typical
+turn (2 messages + 6 events) through the async API and on the worker thread alone, and the time to
+load the last `--tail` messages of a `--messages`-message session, measured in a fresh process as
+on resume (the first load, then the median of several).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
+from soong_agent.ports.events import (
+    ModelCallStarted,
+    RunEvent,
+    TextDeltaEvent,
+    ToolCallRequested,
+    ToolResultEvent,
+    UsageEvent,
+)
+from soong_agent.ports.messages import (
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit
+from soong_agent.ports.streaming import Usage
+
+T0 = 1_700_000_000.0
+
+
+class Turns:
+    """Builds realistic turns: an assistant tool call, its tool result, six events."""
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        self.session = SessionInfo(
+            id=session_id, project_dir="/work/project", created_at=T0, updated_at=T0
+        )
+        self.run = RunInfo(id=run_id, session_id=session_id, started_at=T0, model="bench-model")
+        self.leaf: str | None = None
+        self.n = 0
+        self.seq = 0
+
+    def _message(self) -> Message:
+        i = self.n
+        self.n += 1
+        mid = f"msg-{self.session.id}-{i:07d}"
+        kind = i % 3
+        if kind == 0:
+            m = Message(
+                id=mid,
+                parent_id=self.leaf,
+                role="user",
+                content=[
+                    TextBlock(text=f"Please look at module {i} and fix the failing test. " * 3)
+                ],
+            )
+        elif kind == 1:
+            m = Message(
+                id=mid,
+                parent_id=self.leaf,
+                role="assistant",
+                content=[
+                    TextBlock(text="Let me read the file first."),
+                    ToolCallBlock(
+                        id=f"call-{i}", name="read_file", arguments='{"path": "src/app/module.py"}'
+                    ),
+                ],
+            )
+        else:
+            m = Message(
+                id=mid,
+                parent_id=self.leaf,
+                role="tool",
+                content=[
+                    ToolResultBlock(
+                        call_id=f"call-{i - 1}",
+                        name="read_file",
+                        content="def f(x):\n    return x + 1\n" * 12,
+                    )
+                ],
+            )
+        self.leaf = mid
+        return m
+
+    def _events(self, count: int) -> list[RunEvent]:
+        out: list[RunEvent] = []
+        sid, rid = self.session.id, self.run.id
+        for _ in range(count):
+            s = self.seq
+            self.seq += 1
+            at = T0 + s / 1000
+            k = s % 6
+            e: RunEvent
+            if k == 0:
+                e = ModelCallStarted(
+                    seq=s, run_id=rid, session_id=sid, at=at, turn=s // 6, messages=s // 3
+                )
+            elif k in (1, 2):
+                e = TextDeltaEvent(
+                    seq=s, run_id=rid, session_id=sid, at=at, text="some streamed text "
+                )
+            elif k == 3:
+                e = ToolCallRequested(
+                    seq=s,
+                    run_id=rid,
+                    session_id=sid,
+                    at=at,
+                    call_id=f"c{s}",
+                    name="read_file",
+                    arguments="{}",
+                )
+            elif k == 4:
+                e = ToolResultEvent(
+                    seq=s,
+                    run_id=rid,
+                    session_id=sid,
+                    at=at,
+                    call_id=f"c{s}",
+                    name="read_file",
+                    content="ok",
+                )
+            else:
+                e = UsageEvent(
+                    seq=s,
+                    run_id=rid,
+                    session_id=sid,
+                    at=at,
+                    model="m",
+                    usage=Usage(input_tokens=10, output_tokens=5),
+                )
+            out.append(e)
+        return out
+
+    def turn(self, messages: int = 2, events: int = 6) -> TurnCommit:
+        ms = [self._message() for _ in range(messages)]
+        at = T0 + self.n
+        self.session = SessionInfo(
+            id=self.session.id,
+            project_dir=self.session.project_dir,
+            created_at=T0,
+            updated_at=at,
+            active_leaf_id=self.leaf,
+        )
+        return TurnCommit(
+            session=self.session, run=self.run, messages=ms, events=self._events(events), at=at
+        )
+
+
+async def bench_commits(db: Path, turns: int) -> None:
+    store = SqliteSessionStore(db)
+    t = Turns("commit-bench", "run-commit")
+    await store.commit(t.turn())  # open the database, warm statement caches
+    batches = [t.turn() for _ in range(turns)]
+    lat: list[float] = []
+    start = time.perf_counter()
+    for b in batches:
+        s = time.perf_counter()
+        await store.commit(b)
+        lat.append(time.perf_counter() - s)
+    total = time.perf_counter() - start
+    print(f"typical turn (2 messages + 6 events), {turns} commits through the async API:")
+    print(f"  commit latency median {_us(statistics.median(lat))}   p95 {_us(_p95(lat))}")
+    print(f"  events inserted/s     {turns * 6 / total:8.0f}        (turns/s {turns / total:.0f})")
+
+    # The same work called directly on the worker thread: the cost without the executor hop.
+    direct = [t.turn() for _ in range(turns)]
+    db_obj = store._db
+
+    def run_direct() -> list[float]:
+        out = []
+        for b in direct:
+            s = time.perf_counter()
+            db_obj.commit(b.session, b.run, b.messages, b.events, b.at)
+            out.append(time.perf_counter() - s)
+        return out
+
+    lat2 = await asyncio.get_running_loop().run_in_executor(store._executor, run_direct)
+    print(f"  on the worker thread  median {_us(statistics.median(lat2))}   p95 {_us(_p95(lat2))}")
+
+    big = Turns("big-batches", "run-big")
+    await store.commit(big.turn(0, 0))
+    for size in (100, 1000):
+        batches = [big.turn(0, size) for _ in range(max(2, 20_000 // size))]
+        start = time.perf_counter()
+        for b in batches:
+            await store.commit(b)
+        total = time.perf_counter() - start
+        print(
+            f"  events inserted/s, {size:5d} events per commit: {len(batches) * size / total:9.0f}"
+        )
+    await store.close()
+
+
+async def build_long_session(db: Path, messages: int) -> str:
+    """Write a `messages`-message session (50 messages per commit); return its leaf id."""
+    store = SqliteSessionStore(db)
+    t = Turns("long-session", "run-long")
+    start = time.perf_counter()
+    for _ in range(messages // 50):
+        await store.commit(t.turn(50, 0))
+    print(f"\nbuilt a {t.n}-message session in {time.perf_counter() - start:.1f} s")
+    await store.close()
+    assert t.leaf is not None
+    return t.leaf
+
+
+async def measure_load(db: Path, leaf: str, tail: int, repeats: int) -> None:
+    """Resume as a new process would: a fresh store in a fresh interpreter."""
+    store = SqliteSessionStore(db)
+    first = time.perf_counter()
+    await store.get_session("long-session")
+    opened = (time.perf_counter() - first) * 1000
+    print(f"  first call of a fresh store (imports sqlalchemy, opens, pragmas): {opened:.0f} ms")
+    s = time.perf_counter()
+    path = await store.active_path("long-session", limit=tail)
+    cold = (time.perf_counter() - s) * 1000
+    assert len(path) == tail and path[-1].id == leaf
+    del path
+    print(f"  last {tail} messages, first load in the process: {cold:.1f} ms")
+    times = []
+    for _ in range(repeats):
+        s = time.perf_counter()
+        path = await store.active_path("long-session", limit=tail)
+        times.append(time.perf_counter() - s)
+        del path
+    med = statistics.median(times) * 1000
+    print(
+        f"  last {tail} messages, repeated: median {med:.1f} ms"
+        f"  min {min(times) * 1000:.1f} ms  max {max(times) * 1000:.1f} ms  ({repeats} runs)"
+    )
+    s = time.perf_counter()
+    full = await store.active_path("long-session")
+    print(f"  whole path ({len(full)} messages): {(time.perf_counter() - s) * 1000:.1f} ms")
+    await store.close()
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:8.0f} µs"
+
+
+def _p95(xs: list[float]) -> float:
+    return sorted(xs)[int(len(xs) * 0.95)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--tail", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--measure-load", nargs=2, metavar=("DB", "LEAF"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure_load:
+        db, leaf = args.measure_load
+        asyncio.run(measure_load(Path(db), leaf, args.tail, args.repeats))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(bench_commits(Path(tmp) / "commits.sqlite", args.turns))
+        db = Path(tmp) / "load.sqlite"
+        leaf = asyncio.run(build_long_session(db, args.messages))
+        own = [sys.executable, __file__, "--tail", str(args.tail), "--repeats", str(args.repeats)]
+        subprocess.run([*own, "--measure-load", str(db), leaf], check=True)
+
+
+if __name__ == "__main__":
+    main()
