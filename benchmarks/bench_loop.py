@@ -94,22 +94,31 @@ async def one_run(db: Path) -> list[float]:
     return [b - a for a, b in zip(model.stamps, model.stamps[1:], strict=False)]
 
 
+def line(label: str, samples: list[float]) -> str:
+    best, median = min(samples) * 1e6, statistics.median(samples) * 1e6
+    return f"  per turn, {label:<13}: best {best:7.1f} µs   median {median:7.1f} µs"
+
+
 def main() -> None:
-    early, late, overall = [], [], []
+    windows = {
+        "all turns": (0, TURNS),
+        "turns 10-30": (10, 30),
+        "turns 100-120": (100, 120),
+        "turns 180-200": (180, 200),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in windows}
     for i in range(5):
         with tempfile.TemporaryDirectory() as tmp:
             gaps = asyncio.run(one_run(Path(tmp) / "sessions.sqlite"))
         if i == 0:
             continue  # warm-up: imports, first table creation
-        early.append(statistics.mean(gaps[10:30]))
-        late.append(statistics.mean(gaps[180:200]))
-        overall.append(statistics.mean(gaps))
-    us = 1e6
-    print(f"loop overhead, {TURNS} turns x 1 trivial tool, SQLite durable (4 runs, best/median):")
-    print(f"  per turn, all turns : {min(overall) * us:7.1f} / {statistics.median(overall) * us:7.1f} µs")
-    print(f"  per turn, turns 10-30  : {min(early) * us:7.1f} / {statistics.median(early) * us:7.1f} µs")
-    print(f"  per turn, turns 180-200: {min(late) * us:7.1f} / {statistics.median(late) * us:7.1f} µs")
-    print(f"  growth late/early      : {statistics.median(late) / statistics.median(early):.2f}x")
+        for name, (a, b) in windows.items():
+            samples[name].append(statistics.mean(gaps[a:b]))
+    print(f"loop overhead: {TURNS} turns x 1 trivial tool, every event written to SQLite (4 runs)")
+    for name in windows:
+        print(line(name, samples[name]))
+    growth = statistics.median(samples["turns 180-200"]) / statistics.median(samples["turns 10-30"])
+    print(f"  growth, turns 180-200 vs 10-30: {growth:.2f}x (target: ~1, no growth with history)")
 
 
 if __name__ == "__main__":

@@ -146,7 +146,7 @@ class AgentLoop:
                 )
             )
         rec.add_message(user_text(message))
-        await rec.commit()
+        await rec.commit_pipelined()
 
     async def _react(self, rec: RunRecorder) -> tuple[RunStatus, str | None]:
         continuations = 0
@@ -180,7 +180,7 @@ class AgentLoop:
                 if turn.stop == "max_tokens":
                     return "completed", "the answer hit the output token limit"
                 return "completed", None
-            await rec.commit()
+            await rec.commit_pipelined()
         return (
             "max_turns",
             f"stopped after {self._settings.max_turns} model calls (runtime.max_turns)",

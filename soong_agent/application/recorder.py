@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from soong_agent.application.batch_writer import GroupCommitWriter
 from soong_agent.application.run_handle import Run
 from soong_agent.ports.events import RunEvent, RunStatus
 from soong_agent.ports.messages import Message
@@ -36,6 +37,7 @@ class RunRecorder:
         self._seq = 0
         self._messages: list[Message] = []
         self._events: list[RunEvent] = []
+        self._writer = GroupCommitWriter(store)
 
     @property
     def leaf_id(self) -> str | None:
@@ -71,6 +73,18 @@ class RunRecorder:
 
     async def commit(self) -> None:
         """Write everything since the last boundary in one transaction."""
+        await self._writer.submit(self._take_batch())
+        await self._writer.flush()
+
+    async def commit_pipelined(self) -> None:
+        """Start writing the pending batch and return without waiting for it.
+
+        The writes overlap the next model call (group commit, see `batch_writer`); the first
+        boundary of a run uses it so that opening the store overlaps the first request.
+        """
+        await self._writer.submit(self._take_batch())
+
+    def _take_batch(self) -> TurnCommit:
         now = self._clock.now()
         self.session = dataclasses.replace(
             self.session, active_leaf_id=self.leaf_id, updated_at=now
@@ -83,4 +97,4 @@ class RunRecorder:
             at=now,
         )
         self._messages, self._events = [], []
-        await self._store.commit(batch)
+        return batch

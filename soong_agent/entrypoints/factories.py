@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,23 @@ def main_profile(loaded: LoadedConfig) -> ResolvedProfile:
     return resolve_profile(loaded.config, None, purpose="main", source=f"{loaded.path}: [model]")
 
 
+def _import_httpx() -> None:
+    """Import httpx without its command-line module.
+
+    httpx's package import also imports `httpx._main` (its CLI) whenever rich and click are
+    installed, which typer brings along: ~100 ms of start-up spent on code we never call.
+    Marking that submodule absent makes httpx skip it.
+    """
+    if "httpx" not in sys.modules:
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+        import httpx  # noqa: F401
+
+        if sys.modules.get("httpx._main") is None:
+            del sys.modules["httpx._main"]
+
+
 def http_client(closables: list[Callable[[], Awaitable[None]]]) -> httpx.AsyncClient:
+    _import_httpx()
     import httpx
 
     client = httpx.AsyncClient(follow_redirects=False, trust_env=False)

@@ -12,9 +12,14 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: rendering it with rich costs ~100 ms of imports
 )
-sessions_app = typer.Typer(help="List and show stored sessions.", no_args_is_help=True)
-config_app = typer.Typer(help="Check the configuration.", no_args_is_help=True)
+sessions_app = typer.Typer(
+    help="List and show stored sessions.", no_args_is_help=True, rich_markup_mode=None
+)
+config_app = typer.Typer(
+    help="Check the configuration.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(config_app, name="config")
 

@@ -1,0 +1,68 @@
+"""Group commit: turn batches are written in order by one background task.
+
+When the store keeps up (a real model takes far longer than a commit), every turn boundary is its
+own transaction as soon as it happens. When it falls behind (an instant scripted model), the
+batches that queued up meanwhile are merged into one transaction, and a caller that gets more
+than `max_lag` boundaries ahead waits, so memory and the durability lag stay bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from soong_agent.ports.storage import SessionStore, TurnCommit
+
+
+def merge(batches: list[TurnCommit]) -> TurnCommit:
+    """One batch standing for several consecutive ones (later session/run state wins)."""
+    if len(batches) == 1:
+        return batches[0]
+    last = batches[-1]
+    return TurnCommit(
+        session=last.session,
+        run=last.run,
+        messages=[m for b in batches for m in b.messages],
+        events=[e for b in batches for e in b.events],
+        at=last.at,
+    )
+
+
+class GroupCommitWriter:
+    """Writes batches in submission order; `flush` waits until all are durable."""
+
+    def __init__(self, store: SessionStore, *, max_lag: int = 8) -> None:
+        self._store = store
+        self._max_lag = max_lag
+        self._queue: list[TurnCommit] = []
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+
+    async def submit(self, batch: TurnCommit) -> None:
+        """Queue a batch; waits only when `max_lag` batches are already waiting."""
+        self._raise_failure()
+        self._queue.append(batch)
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._drain())
+        if len(self._queue) >= self._max_lag:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Wait until every submitted batch is written; re-raise a write failure."""
+        if self._task is not None:
+            # shielded: cancelling the run must not abandon a write half way
+            await asyncio.shield(self._task)
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batches, self._queue = self._queue, []
+            try:
+                await self._store.commit(merge(batches))
+            except Exception as exc:  # kept and re-raised to the loop at its next commit/flush
+                self._error = exc
+                self._queue.clear()
+                return
