@@ -31,6 +31,11 @@ class RunResult:
     error: BaseException | None = None
 
     @property
+    def output(self) -> str:
+        """The model's last answer text (same as `final_text`)."""
+        return self.final_text
+
+    @property
     def ok(self) -> bool:
         return self.status == "completed"
 

@@ -544,6 +544,25 @@ async def test_clean_close_without_done_is_a_transport_error(
     assert "[DONE]" in err.detail
 
 
+async def test_clean_close_after_finish_reason_without_done_is_complete(
+    server: FakeOpenAIServer, client: httpx.AsyncClient
+) -> None:
+    # some gateways end the body after the finish_reason chunk and never send [DONE]
+    server.enqueue(
+        raw_sse_response(
+            [
+                'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"all"}}]}',
+                "",
+                'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
+                "",
+            ],
+            framing="close",
+        )
+    )
+    events = await collect(make_provider(client, server.base_url))
+    assert events == [TextDelta("all"), StreamFinished("end_turn")]
+
+
 async def test_cut_before_any_event_is_retried(
     server: FakeOpenAIServer, client: httpx.AsyncClient
 ) -> None:

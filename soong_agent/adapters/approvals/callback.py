@@ -9,11 +9,11 @@ from typing import get_args
 from soong_agent.ports.approval import ApprovalRequest, Decision
 
 ApprovalCallback = Callable[[ApprovalRequest], "Decision | Awaitable[Decision]"]
-_VALID: tuple[str, ...] = get_args(Decision)
+_VALID: tuple[Decision, ...] = get_args(Decision)
 
 
 class CallbackApprover:
-    """Calls the user's function; an answer that is not a known decision counts as deny.
+    """Calls the user's function; `True` means allow once, anything not a decision means deny.
 
     An exception raised by the callback propagates; the tool pipeline then does not run the
     call and reports the failure to the model and as an error event.
@@ -23,9 +23,11 @@ class CallbackApprover:
         self._callback = callback
 
     async def decide(self, request: ApprovalRequest) -> Decision:
-        answer = self._callback(request)
+        answer: object = self._callback(request)
         if inspect.isawaitable(answer):
             answer = await answer
+        if answer is True:  # a yes/no callback: yes means this call only
+            return "allow_once"
         for valid in _VALID:
             if answer == valid:
                 return valid

@@ -175,9 +175,12 @@ class OpenAIChatProvider:
                                     raise error_from_chunk(ctx, error)
                             if done:
                                 break
-                        if not done:
+                        if not done and finish is None:
+                            # a clean close after finish_reason (some gateways omit [DONE]) is a
+                            # complete answer; one before it lost part of the answer
                             raise ctx.error("transport", "stream ended before [DONE]")
-                        await _drain(batches)
+                        if done:
+                            await _drain(batches)
                         had_calls = bool(calls)
                         for ready in calls.drain():
                             yielded = True

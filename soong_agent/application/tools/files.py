@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import AliasChoices, Field
 
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from soong_agent.domain.permissions import directory_scope
 
 READ_MAX_BYTES = 256 * 1024
+
+
+def _aliased(name: str, *aliases: str, **kwargs: Any) -> Any:
+    """A field that also accepts the names other agents' tools use (file_path, old_str, …)."""
+    return Field(validation_alias=AliasChoices(name, *aliases), **kwargs)
+
+
 READ_DEFAULT_LINES = 2000
 LINE_MAX_CHARS = 2000
 
 
 class ReadFileArgs(ToolArgs):
-    path: str = Field(description="File to read, relative to the project folder.")
+    path: str = _aliased("path", "file_path", description="File to read, relative to the project.")
     offset: int = Field(default=1, ge=1, description="First line to return (1-based).")
     limit: int = Field(
         default=READ_DEFAULT_LINES, ge=1, le=10_000, description="How many lines to return."
@@ -102,8 +111,8 @@ async def grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput:
 
 
 class WriteFileArgs(ToolArgs):
-    path: str = Field(description="File to create or replace, relative to the project.")
-    content: str = Field(description="The complete new content of the file.")
+    path: str = _aliased("path", "file_path", description="File to create or replace.")
+    content: str = _aliased("content", "contents", description="The complete new content.")
 
 
 def _describe_write(args: WriteFileArgs, ctx: ToolContext) -> tuple[str, str]:
@@ -121,9 +130,11 @@ async def write_file(args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
 
 
 class EditFileArgs(ToolArgs):
-    path: str = Field(description="File to edit, relative to the project.")
-    old_string: str = Field(min_length=1, description="Exact text to replace.")
-    new_string: str = Field(description="Text to put in its place.")
+    path: str = _aliased("path", "file_path", description="File to edit, relative to the project.")
+    old_string: str = _aliased(
+        "old_string", "old_str", min_length=1, description="Exact text to replace."
+    )
+    new_string: str = _aliased("new_string", "new_str", description="Text to put in its place.")
     replace_all: bool = Field(default=False, description="Replace every occurrence.")
 
 
