@@ -65,15 +65,27 @@ class _Turn:
 
     text: list[str] = field(default_factory=list)
     thinking: list[str] = field(default_factory=list)
-    signature: str | None = None
+    closed_thinking: list[ThinkingBlock] = field(default_factory=list)
     calls: list[ToolCallBlock] = field(default_factory=list)
     stop: StopReason = "other"
     usage: Usage | None = None
 
+    def add_thinking(self, delta: ThinkingDelta) -> None:
+        if delta.redacted is not None:
+            self.closed_thinking.append(ThinkingBlock(text="", redacted=delta.redacted))
+            return
+        if delta.text:
+            self.thinking.append(delta.text)
+        if delta.signature is not None:
+            self.closed_thinking.append(
+                ThinkingBlock(text="".join(self.thinking), signature=delta.signature)
+            )
+            self.thinking = []
+
     def content(self) -> list[ContentBlock]:
-        blocks: list[ContentBlock] = []
-        if self.thinking or self.signature:
-            blocks.append(ThinkingBlock(text="".join(self.thinking), signature=self.signature))
+        blocks: list[ContentBlock] = list(self.closed_thinking)
+        if self.thinking:
+            blocks.append(ThinkingBlock(text="".join(self.thinking)))
         if self.text or not self.calls:
             blocks.append(TextBlock(text="".join(self.text)))
         blocks.extend(self.calls)
@@ -204,11 +216,9 @@ class AgentLoop:
             elif isinstance(item, ToolCallReady):
                 turn.calls.append(item.call)
             elif isinstance(item, ThinkingDelta):
+                turn.add_thinking(item)
                 if item.text:
-                    turn.thinking.append(item.text)
                     rec.event(ThinkingDeltaEvent, text=item.text)
-                if item.signature:
-                    turn.signature = item.signature
             elif isinstance(item, UsageReported):
                 turn.usage = item.usage
                 self._usage = self._usage + item.usage
@@ -223,8 +233,10 @@ class AgentLoop:
         """Keep partial text and give every started tool call exactly one result."""
         turn, self._turn = self._turn, None
         streaming = turn is not None and rec.history and rec.history[-1].role != "assistant"
-        if turn is not None and streaming and (turn.text or turn.thinking):
-            partial = _Turn(text=turn.text, thinking=turn.thinking, signature=turn.signature)
+        if turn is not None and streaming and (turn.text or turn.thinking or turn.closed_thinking):
+            partial = _Turn(
+                text=turn.text, thinking=turn.thinking, closed_thinking=turn.closed_thinking
+            )
             rec.add_message(Message(role="assistant", content=partial.content()))
         pending = unanswered_calls(rec.history)
         if not pending:

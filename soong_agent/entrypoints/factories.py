@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from soong_agent.ports.errors import ConfigError, MissingSecretError
 from soong_agent.ports.model import ModelProvider
@@ -76,34 +76,38 @@ def model_provider(
     client: httpx.AsyncClient,
     secrets: SecretSource,
 ) -> ModelProvider:
+    """The provider adapter of one resolved profile (PROV-1…3); nothing is sent yet."""
     model = profile.model
-    if model.provider != "openai":
-        raise ConfigError(
-            f"{loaded.path}: model.provider: expected 'openai' (the only provider in this "
-            f"version; anthropic and ollama are coming), found {model.provider!r}"
-        )
     if not model.name:
         raise ConfigError(
-            f'{loaded.path}: model.name: expected the model\'s name (e.g. name = "gpt-4o"), '
-            "found nothing"
+            f"{loaded.path}: model.name: expected the model's name for {profile.source} "
+            '(e.g. name = "gpt-4o"), found nothing'
         )
-    from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
     from soong_agent.adapters.providers.retry import RetryPolicy
 
-    retry = model.retry
-    return OpenAIChatProvider(
-        client=client,
-        base_url=model.resolved_base_url,
-        model=model.name,
-        api_key=api_key_reader(profile, secrets),
-        retry=RetryPolicy(
-            max_attempts=retry.max_attempts,
-            initial_backoff_s=retry.initial_backoff_ms / 1000,
-            max_backoff_s=retry.max_backoff_ms / 1000,
-            max_retry_after_s=retry.max_retry_after_ms / 1000,
-        ),
-        timeout_s=model.timeout_ms / 1000,
-    )
+    common: dict[str, Any] = {
+        "client": client,
+        "base_url": model.resolved_base_url,
+        "model": model.name,
+        "api_key": api_key_reader(profile, secrets),
+        "retry": RetryPolicy.from_config(model.retry),
+        "timeout_s": model.timeout_ms / 1000,
+    }
+    if model.provider == "openai":
+        from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
+
+        return OpenAIChatProvider(**common)
+    if model.provider == "anthropic":
+        from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
+
+        return AnthropicMessagesProvider(
+            **common,
+            max_output_tokens=model.max_output_tokens,
+            thinking_budget_tokens=model.thinking_budget_tokens,
+        )
+    from soong_agent.adapters.providers.ollama_chat import OllamaChatProvider
+
+    return OllamaChatProvider(**common)
 
 
 def session_store(

@@ -19,11 +19,16 @@ class TextBlock(_Block):
 
 
 class ThinkingBlock(_Block):
-    """Model reasoning; `signature` is sent back unchanged where a provider requires it."""
+    """Model reasoning; `signature` is sent back unchanged where a provider requires it.
+
+    `redacted` holds the opaque data of a reasoning block the provider encrypted (its text is
+    then empty); it too is sent back unchanged.
+    """
 
     type: Literal["thinking"] = "thinking"
     text: str
     signature: str | None = None
+    redacted: str | None = None
 
 
 class ToolCallBlock(_Block):

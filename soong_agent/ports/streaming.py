@@ -40,10 +40,15 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class ThinkingDelta:
-    """A piece of reasoning text, or the signature that closes a thinking block."""
+    """A piece of reasoning text, or what closes a thinking block.
+
+    A delta with a `signature` closes the current thinking block (the next thinking text starts
+    a new block). A delta with `redacted` data is a whole encrypted block by itself.
+    """
 
     text: str
     signature: str | None = None
+    redacted: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,15 @@ class RetryConfig(Section):
     max_retry_after_ms: int = Field(default=60_000, ge=0)
 
 
+class PriceConfig(Section):
+    """Prices of one model in US dollars per million tokens, to show what runs cost."""
+
+    input_per_mtok: float = Field(default=0.0, ge=0.0)
+    output_per_mtok: float = Field(default=0.0, ge=0.0)
+    cache_read_per_mtok: float = Field(default=0.0, ge=0.0)
+    cache_write_per_mtok: float = Field(default=0.0, ge=0.0)
+
+
 class ModelConfig(Section):
     """The main model profile; every other profile is layered over it."""
 
@@ -47,6 +56,8 @@ class ModelConfig(Section):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     timeout_ms: int = Field(default=600_000, gt=0)
     retry: RetryConfig = Field(default_factory=RetryConfig)
+    thinking_budget_tokens: int | None = Field(default=None, ge=1024)
+    price: PriceConfig | None = None
 
     @property
     def resolved_base_url(self) -> str:
@@ -71,6 +82,8 @@ class ModelOverride(Section):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     timeout_ms: int | None = Field(default=None, gt=0)
     retry: RetryConfig | None = None
+    thinking_budget_tokens: int | None = Field(default=None, ge=1024)
+    price: PriceConfig | None = None
 
 
 ModelProfileRef = str | ModelOverride
