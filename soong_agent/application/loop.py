@@ -10,7 +10,9 @@ from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
 from soong_agent.application.tool_pipeline import ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
+from soong_agent.domain.config.schema import PriceConfig
 from soong_agent.domain.history import CONTINUATION_PROMPT, synthetic_results, unanswered_calls
+from soong_agent.domain.usage import cost_usd
 from soong_agent.ports.errors import ProviderError, SoongAgentError
 from soong_agent.ports.events import (
     ErrorEvent,
@@ -57,6 +59,7 @@ class LoopSettings:
     max_continuations: int = 3
     max_output_tokens: int | None = None
     temperature: float | None = None
+    price: PriceConfig | None = None
 
 
 @dataclass(slots=True)
@@ -222,7 +225,12 @@ class AgentLoop:
             elif isinstance(item, UsageReported):
                 turn.usage = item.usage
                 self._usage = self._usage + item.usage
-                rec.event(UsageEvent, model=self._settings.model_label, usage=item.usage)
+                rec.event(
+                    UsageEvent,
+                    model=self._settings.model_label,
+                    usage=item.usage,
+                    cost_usd=cost_usd(item.usage, self._settings.price),
+                )
             elif isinstance(item, StreamFinished):
                 turn.stop = item.stop_reason
         if turn.calls:
@@ -262,7 +270,13 @@ class AgentLoop:
         error: BaseException | None = None,
     ) -> RunResult:
         rec.finish(status, reason)
-        rec.event(RunFinished, status=status, reason=reason, usage=self._usage)
+        rec.event(
+            RunFinished,
+            status=status,
+            reason=reason,
+            usage=self._usage,
+            cost_usd=cost_usd(self._usage, self._settings.price),
+        )
         await rec.commit()
         return self._result(rec, status, reason, error)
 
@@ -276,6 +290,7 @@ class AgentLoop:
             final_text="".join(self._answer),
             reason=reason,
             usage=self._usage,
+            cost_usd=cost_usd(self._usage, self._settings.price),
             turns=self._turns,
             error=error,
         )

@@ -27,6 +27,7 @@ class RunResult:
     final_text: str = ""
     reason: str | None = None
     usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
     turns: int = 0
     error: BaseException | None = None
 

@@ -15,14 +15,15 @@ from soong_agent.application.run_service import RunService, RunServiceDeps
 from soong_agent.entrypoints import factories
 
 
-def _loop_settings(loaded: object, provider: object) -> LoopSettings:
-    config = loaded.config  # type: ignore[attr-defined]
+def _loop_settings(loaded: Any, profile: Any, provider: Any) -> LoopSettings:
+    config, model = loaded.config, profile.model
     return LoopSettings(
         model_label=getattr(provider, "label", "model"),
         max_turns=config.runtime.max_turns,
         max_continuations=config.runtime.max_continuations,
-        max_output_tokens=config.model.max_output_tokens,
-        temperature=config.model.temperature,
+        max_output_tokens=model.max_output_tokens,
+        temperature=model.temperature,
+        price=model.price,
     )
 
 
@@ -75,7 +76,9 @@ class Services(containers.DeclarativeContainer):
     adapters = providers.DependenciesContainer()
     approver: providers.Dependency[Any] = providers.Dependency()
     registry = providers.Singleton(factories.tool_registry, loaded)
-    settings = providers.Singleton(_loop_settings, loaded, adapters.model_provider)
+    settings = providers.Singleton(
+        _loop_settings, loaded, adapters.main_profile, adapters.model_provider
+    )
     run_deps = providers.Factory(
         RunServiceDeps,
         provider=adapters.model_provider,

@@ -127,6 +127,7 @@ class UsageEvent(_Event):
     type: Literal["usage"] = "usage"
     model: str
     usage: Usage
+    cost_usd: float | None = None
 
 
 class RunFinished(_Event):
@@ -136,6 +137,7 @@ class RunFinished(_Event):
     status: RunStatus
     reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
 
 
 RunEvent = Annotated[

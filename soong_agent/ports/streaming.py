@@ -13,7 +13,11 @@ StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "ot
 
 
 class Usage(BaseModel):
-    """Token usage of one model call as the provider reported it."""
+    """Token usage of one model call as the provider reported it.
+
+    `input_tokens` are prompt tokens not served from the provider's cache; cache reads and
+    writes are counted separately, so the whole prompt is the sum of the three.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

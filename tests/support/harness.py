@@ -9,7 +9,7 @@ from soong_agent.application.loop import LoopSettings
 from soong_agent.application.run_service import RunService, RunServiceDeps
 from soong_agent.application.tools.base import Tool, ToolRegistry
 from soong_agent.application.tools.files import file_tools
-from soong_agent.domain.config.schema import PermissionsConfig
+from soong_agent.domain.config.schema import PermissionsConfig, PriceConfig
 from soong_agent.ports.approval import Approver
 from soong_agent.testing import (
     FixedClock,
@@ -32,6 +32,7 @@ class Harness:
     extra_tools: list[Tool] = field(default_factory=list)
     max_turns: int = 20
     max_continuations: int = 2
+    settings_price: PriceConfig | None = None
     clock: FixedClock = field(default_factory=FixedClock)
     ids: SequentialIds = field(default_factory=SequentialIds)
     _service: RunService | None = None
@@ -55,6 +56,7 @@ class Harness:
                         model_label="scripted",
                         max_turns=self.max_turns,
                         max_continuations=self.max_continuations,
+                        price=self.settings_price,
                     ),
                     cancel_timeout_s=2.0,
                 )

@@ -187,10 +187,13 @@ def parse_usage(raw: Any) -> Usage | None:
         return None
     details = raw.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    prompt, cache_read = _int(raw.get("prompt_tokens")), _int(cached)
+    # Usage.input_tokens counts prompt tokens not served from the cache (as Anthropic reports
+    # them); OpenAI's prompt_tokens includes the cached ones.
     return Usage(
-        input_tokens=_int(raw.get("prompt_tokens")),
+        input_tokens=max(0, prompt - cache_read),
         output_tokens=_int(raw.get("completion_tokens")),
-        cache_read_tokens=_int(cached),
+        cache_read_tokens=cache_read,
     )
 
 

@@ -86,10 +86,15 @@ class Renderer:
         self._end_text_line()
         usage = result.usage
         tokens = (
-            f", {usage.input_tokens} in / {usage.output_tokens} out tokens"
+            f", {usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} in"
+            f" / {usage.output_tokens} out tokens"
             if usage.input_tokens or usage.output_tokens
             else ""
         )
+        if usage.cache_read_tokens:
+            tokens += f" ({usage.cache_read_tokens} from cache)"
+        if result.cost_usd is not None:
+            tokens += f", ${result.cost_usd:.4f}"
         self._err.write(f"[{result.status}: {result.turns} model call(s){tokens}]\n")
         self._err.flush()
         self._out.write(f"session: {result.session_id}\n")

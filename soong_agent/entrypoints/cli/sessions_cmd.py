@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import sys
+from collections.abc import Sequence
 
 from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
 from soong_agent.entrypoints.cli.render import call_preview
 from soong_agent.ports.errors import SessionNotFound
+from soong_agent.ports.events import RunEvent, UsageEvent
 from soong_agent.ports.messages import (
     Message,
     TextBlock,
@@ -17,6 +19,7 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
 )
 from soong_agent.ports.storage import SessionStore
+from soong_agent.ports.streaming import Usage
 
 
 def _when(ts: float) -> str:
@@ -52,6 +55,22 @@ def list_sessions(*, path: str | None, limit: int) -> int:
     return guarded(lambda: asyncio.run(go()))
 
 
+def _run_totals(events: Sequence[RunEvent]) -> str:
+    """``, 1200 in / 80 out tokens, $0.0031`` from a run's usage events."""
+    usage = Usage()
+    cost: float | None = None
+    for event in events:
+        if isinstance(event, UsageEvent):
+            usage = usage + event.usage
+            if event.cost_usd is not None:
+                cost = (cost or 0.0) + event.cost_usd
+    if not (usage.input_tokens or usage.output_tokens):
+        return ""
+    prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    text = f", {prompt} in / {usage.output_tokens} out tokens"
+    return text + (f", ${cost:.4f}" if cost is not None else "")
+
+
 def transcript_lines(messages: list[Message]) -> list[str]:
     """A readable transcript of messages."""
     lines: list[str] = []
@@ -85,6 +104,7 @@ def show_session(session_id: str, *, path: str | None) -> int:
             path_messages = await store.active_path(session_id)
             everything = await store.all_messages(session_id)
             runs = await store.list_runs(session_id)
+            totals = {r.id: _run_totals(await store.run_events(r.id)) for r in runs}
         finally:
             await store.close()
         out = sys.stdout
@@ -93,7 +113,9 @@ def show_session(session_id: str, *, path: str | None) -> int:
         out.write(f"created {_when(session.created_at)}, updated {_when(session.updated_at)}\n")
         for r in runs:
             reason = f" ({r.reason})" if r.reason else ""
-            out.write(f"run {r.id}: {r.status}{reason}, {_when(r.started_at)}, {r.model}\n")
+            out.write(
+                f"run {r.id}: {r.status}{reason}, {_when(r.started_at)}, {r.model}{totals[r.id]}\n"
+            )
         off_path = len(everything) - len(path_messages)
         if off_path:
             out.write(f"{off_path} message(s) on other branches are not shown\n")

@@ -1,0 +1,53 @@
+"""Usage and cost arithmetic (PROV-6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from soong_agent.domain.config.schema import PriceConfig
+from soong_agent.domain.usage import cost_usd
+from soong_agent.ports.events import RunFinished, UsageEvent
+from soong_agent.ports.streaming import Usage
+from soong_agent.testing import ScriptedModel, ScriptedResponse
+from tests.support.harness import Harness
+
+PRICE = PriceConfig(
+    input_per_mtok=3.0, output_per_mtok=15.0, cache_read_per_mtok=0.3, cache_write_per_mtok=3.75
+)
+
+
+def test_cost_prices_each_kind_of_token() -> None:
+    usage = Usage(
+        input_tokens=1_000_000,
+        output_tokens=100_000,
+        cache_read_tokens=2_000_000,
+        cache_write_tokens=0,
+    )
+    assert cost_usd(usage, PRICE) == pytest.approx(3.0 + 1.5 + 0.6)
+    assert cost_usd(usage, None) is None
+
+
+def test_usage_adds_up() -> None:
+    total = Usage(input_tokens=1, output_tokens=2) + Usage(input_tokens=3, cache_read_tokens=4)
+    assert total == Usage(input_tokens=4, output_tokens=2, cache_read_tokens=4)
+
+
+async def test_each_call_and_the_run_total_carry_usage_and_cost() -> None:
+    usage = Usage(input_tokens=1000, output_tokens=100)
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("list_dir", {}), usage=usage),
+            ScriptedResponse.text("done", usage=usage),
+        ]
+    )
+    h = Harness(model)
+    h.settings_price = PRICE
+    run = await h.service.start("go")
+    result = await run.wait()
+    events = await h.store.run_events(run.run_id)
+    per_call = [e for e in events if isinstance(e, UsageEvent)]
+    assert [e.usage for e in per_call] == [usage, usage]
+    finished = events[-1]
+    assert isinstance(finished, RunFinished)
+    assert finished.usage == result.usage == usage + usage
+    assert result.cost_usd == pytest.approx(2 * (1000 * 3.0 + 100 * 15.0) / 1e6)
