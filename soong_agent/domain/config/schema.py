@@ -208,6 +208,9 @@ class PermissionsConfig(Section):
     remember_scope: Literal["session"] = "session"
     allow_for_session_enabled: bool = True
     network_policy: Literal["allowlist", "deny"] = "allowlist"
+    mode: Literal["default", "accept_edits", "plan", "bypass"] = "default"
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
 
 
 class HooksConfig(Section):
@@ -265,6 +268,8 @@ class ToolsConfig(Section):
     env_allowlist: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "TERM"])
     stdout_limit_bytes: int = Field(default=200_000, gt=0)
     stderr_limit_bytes: int = Field(default=100_000, gt=0)
+    max_result_chars: int = Field(default=30_000, gt=0)
+    fetch_max_bytes: int = Field(default=2_000_000, gt=0)
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
     mcp: McpToolsConfig = Field(default_factory=McpToolsConfig)

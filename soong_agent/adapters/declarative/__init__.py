@@ -1,0 +1,1 @@
+"""Declarative tools from ${SOONG_AGENT_HOME}/tools/*.json."""

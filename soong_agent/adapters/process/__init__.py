@@ -1,0 +1,1 @@
+"""Subprocesses in their own process groups, bounded in time and output."""

@@ -1,0 +1,1 @@
+"""web_fetch over httpx under the network policy."""
