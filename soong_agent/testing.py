@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soong_agent.adapters.approvals.callback import CallbackApprover
+from soong_agent.adapters.inmemory.artifacts import InMemoryArtifactStore
 from soong_agent.adapters.inmemory.fakes import (
     DictSecretSource,
     FixedClock,
@@ -29,6 +30,7 @@ __all__ = [
     "CallbackApprover",
     "DictSecretSource",
     "FixedClock",
+    "InMemoryArtifactStore",
     "InMemoryFileSystem",
     "InMemorySessionStore",
     "RecordingApprover",

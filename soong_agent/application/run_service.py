@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from soong_agent.application.loop import AgentLoop, LoopSettings
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
-from soong_agent.application.tool_pipeline import ToolPipeline
+from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
 from soong_agent.domain.config.schema import PermissionsConfig
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.prompt import assemble_system_prompt
 from soong_agent.ports.approval import Approver
+from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SessionNotFound, UsageError
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
@@ -38,6 +39,8 @@ class RunServiceDeps:
     permissions: PermissionsConfig
     settings: LoopSettings
     cancel_timeout_s: float
+    artifacts: ArtifactStore | None = None
+    max_result_chars: int = RESULT_MAX_CHARS
 
 
 class RunService:
@@ -90,6 +93,8 @@ class RunService:
             policy=d.permissions,
             grants=self._grants.setdefault(session.id, SessionGrants()),
             clock=d.clock,
+            artifacts=d.artifacts,
+            max_result_chars=d.max_result_chars,
         )
         system = assemble_system_prompt(
             tools=d.registry.specs(),

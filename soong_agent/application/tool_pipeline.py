@@ -15,6 +15,7 @@ from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, To
 from soong_agent.domain import permissions
 from soong_agent.domain.config.schema import PermissionsConfig
 from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
+from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.events import (
     ErrorEvent,
@@ -25,7 +26,9 @@ from soong_agent.ports.events import (
 from soong_agent.ports.messages import ToolCallBlock, ToolResultBlock
 from soong_agent.ports.system import Clock
 
-RESULT_MAX_CHARS = 100_000
+RESULT_MAX_CHARS = 30_000
+PREVIEW_HEAD_CHARS = 2_000
+PREVIEW_TAIL_CHARS = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +47,26 @@ def _validation_problem(tool: str, exc: ValidationError) -> str:
     return f"invalid arguments for {tool}: " + "; ".join(parts)
 
 
-def _cap(text: str) -> str:
-    if len(text) <= RESULT_MAX_CHARS:
+def _cut(text: str, limit: int) -> str:
+    """`text` cut at `limit` characters, the cut marked (used when no artifact store exists)."""
+    if len(text) <= limit:
         return text
-    cut = len(text) - RESULT_MAX_CHARS
-    return text[:RESULT_MAX_CHARS] + f"\n[... {cut} more characters cut]"
+    return text[:limit] + f"\n[... {len(text) - limit} more characters cut]"
+
+
+def artifact_preview(text: str, *, artifact_id: str, size: int) -> str:
+    """What the model sees of a result stored as an artifact (CTX-5)."""
+    head = text[:PREVIEW_HEAD_CHARS]
+    tail = text[-PREVIEW_TAIL_CHARS:] if len(text) > PREVIEW_HEAD_CHARS + PREVIEW_TAIL_CHARS else ""
+    parts = [
+        f"[This result is {len(text)} characters ({size} bytes); it was stored whole as artifact "
+        f"{artifact_id}. Read any part with read_artifact(artifact_id={artifact_id!r}, offset=…, "
+        "length=…).]",
+        head,
+    ]
+    if tail:
+        parts += [f"[... {len(text) - len(head) - len(tail)} characters not shown ...]", tail]
+    return "\n".join(parts)
 
 
 class ToolPipeline:
@@ -62,12 +80,16 @@ class ToolPipeline:
         policy: PermissionsConfig,
         grants: permissions.SessionGrants,
         clock: Clock,
+        artifacts: ArtifactStore | None = None,
+        max_result_chars: int = RESULT_MAX_CHARS,
     ) -> None:
         self._registry = registry
         self._approver = approver
         self._policy = policy
         self._grants = grants
         self._clock = clock
+        self._artifacts = artifacts
+        self._max_result_chars = max_result_chars
         self.completed: dict[str, ToolResultBlock] = {}
 
     def _prepare(self, call: ToolCallBlock) -> _Prepared:
@@ -110,7 +132,7 @@ class ToolPipeline:
         block = ToolResultBlock(
             call_id=p.call.id,
             name=p.call.name,
-            content=_cap(output.content),
+            content=await self._fit(output.content, p.call.name, ctx),
             is_error=output.is_error,
         )
         self.completed[p.call.id] = block
@@ -122,6 +144,25 @@ class ToolPipeline:
             is_error=block.is_error,
             duration_ms=(self._clock.monotonic() - started) * 1000,
         )
+
+    async def _fit(self, content: str, tool: str, ctx: ToolContext) -> str:
+        """A result within `max_result_chars`; longer ones are stored whole as artifacts."""
+        if len(content) <= self._max_result_chars:
+            return content
+        if self._artifacts is None:
+            return _cut(content, self._max_result_chars)
+        try:
+            info = await self._artifacts.save(
+                session_id=ctx.session_id,
+                run_id=ctx.run_id,
+                filename=f"{tool}-output.txt",
+                data=content.encode("utf-8"),
+                preview_chars=PREVIEW_HEAD_CHARS,
+            )
+        except (OSError, SoongAgentError) as exc:  # the result still reaches the model, cut
+            cut = _cut(content, self._max_result_chars)
+            return f"{cut}\n[the whole result could not be stored as an artifact: {exc}]"
+        return artifact_preview(content, artifact_id=info.id, size=info.size)
 
     async def _outcome(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> ToolOutput:
         if p.problem is not None or p.tool is None or p.args is None:

@@ -13,6 +13,7 @@ from soong_agent.domain.config.schema import PermissionsConfig, PriceConfig
 from soong_agent.ports.approval import Approver
 from soong_agent.testing import (
     FixedClock,
+    InMemoryArtifactStore,
     InMemoryFileSystem,
     InMemorySessionStore,
     RecordingApprover,
@@ -33,6 +34,8 @@ class Harness:
     max_turns: int = 20
     max_continuations: int = 2
     settings_price: PriceConfig | None = None
+    artifacts: InMemoryArtifactStore | None = None
+    max_result_chars: int = 30_000
     clock: FixedClock = field(default_factory=FixedClock)
     ids: SequentialIds = field(default_factory=SequentialIds)
     _service: RunService | None = None
@@ -59,6 +62,8 @@ class Harness:
                         price=self.settings_price,
                     ),
                     cancel_timeout_s=2.0,
+                    artifacts=self.artifacts,
+                    max_result_chars=self.max_result_chars,
                 )
             )
         return self._service
