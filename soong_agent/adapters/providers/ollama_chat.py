@@ -1,0 +1,296 @@
+"""Ollama's native `/api/chat` over httpx streaming (NDJSON: one JSON object per line).
+
+Normal runs never start Ollama: when nothing listens at `base_url` the error says so and how
+to start it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from json.scanner import make_scanner
+from typing import Any
+
+import httpx
+
+from soong_agent.adapters.providers.http_errors import (
+    ErrorContext,
+    error_from_httpx,
+    error_from_response,
+)
+from soong_agent.adapters.providers.ollama_wire import (
+    ToolCalls,
+    build_body,
+    classify_stream_error,
+    connection_refused,
+    error_message,
+    parse_usage,
+    stop_reason,
+)
+from soong_agent.adapters.providers.retry import RetryPolicy
+from soong_agent.ports.errors import ProviderError
+from soong_agent.ports.model import ModelRequest
+from soong_agent.ports.streaming import (
+    StreamEvent,
+    StreamFinished,
+    TextDelta,
+    ThinkingDelta,
+    UsageReported,
+)
+
+_loads = json.loads
+# The C scanner behind json.loads, called directly: it skips two Python frames and two regex
+# matches per line. Anything it does not take whole (whitespace around the object, an error)
+# goes through json.loads, which gives the real answer.
+_scan: Callable[[str, int], tuple[Any, int]]
+_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+_HEALTH_TIMEOUT_S = 5.0
+
+
+class OllamaChatProvider:
+    """`ModelProvider` for a local (or gateway-fronted) Ollama server's `/api/chat`."""
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        api_key: Callable[[], str | None],
+        retry: RetryPolicy,
+        timeout_s: float,
+        provider: str = "ollama",
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._client = client
+        self._base_url = base_url.rstrip("/")
+        self._url = self._base_url + "/api/chat"
+        self._model = model
+        self._api_key = api_key
+        self._retry = retry
+        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+        self._health_timeout = httpx.Timeout(min(_HEALTH_TIMEOUT_S, timeout_s))
+        self._provider = provider
+        self._sleep = sleep
+        self._rand = rand
+
+    @property
+    def label(self) -> str:
+        return f"{self._provider} {self._model} at {self._base_url}"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    async def health(self) -> bool:
+        """Whether an Ollama server answers at `base_url` (`GET /` gives 200). Never raises
+        for network trouble; the key, when one is configured, is sent as for a chat."""
+        key = self._api_key()
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        try:
+            response = await self._client.get(
+                self._base_url + "/", headers=headers, timeout=self._health_timeout
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send `request` and yield its events; the last one is `StreamFinished`.
+
+        Transient failures are retried per the policy, but only while nothing has been
+        yielded yet: once the caller has seen an event, a failure is raised at once.
+        """
+        content = json.dumps(build_body(self._model, request), ensure_ascii=False).encode()
+        key = self._api_key()
+        headers = {"content-type": "application/json", "accept": "application/x-ndjson"}
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
+
+        attempt = 0
+        yielded = False
+        while True:
+            attempt += 1
+            try:
+                try:
+                    async with (
+                        self._client.stream(
+                            "POST",
+                            self._url,
+                            content=content,
+                            headers=headers,
+                            timeout=self._timeout,
+                        ) as response,
+                        aclosing(_line_batches(response)) as batches,
+                    ):
+                        await _check_status(response, ctx)
+                        # --- the hot loop: one scan and a few lookups per line ---
+                        calls = ToolCalls()
+                        final: dict[str, Any] | None = None
+                        async for batch in batches:
+                            for line in batch:
+                                try:
+                                    obj, end = _scan(line, 0)
+                                except (StopIteration, ValueError):
+                                    end = -1
+                                if end != len(line):
+                                    if not line.strip():
+                                        continue
+                                    try:
+                                        obj = _loads(line)
+                                    except ValueError as exc:
+                                        raise _malformed(ctx, line) from exc
+                                if type(obj) is not dict:
+                                    raise _malformed(ctx, line)
+                                error = obj.get("error")
+                                if error:
+                                    raise _stream_error(ctx, error)
+                                message = obj.get("message")
+                                if message:
+                                    if type(message) is not dict:
+                                        raise _malformed(ctx, line)
+                                    text = message.get("content")
+                                    if text and type(text) is str:
+                                        yielded = True
+                                        yield TextDelta(text)
+                                    thinking = message.get("thinking")
+                                    if thinking and type(thinking) is str:
+                                        yielded = True
+                                        yield ThinkingDelta(thinking)
+                                    raw_calls = message.get("tool_calls")
+                                    if raw_calls:
+                                        try:
+                                            ready = calls.take(raw_calls)
+                                        except ValueError as exc:
+                                            raise _malformed(ctx, line, str(exc)) from exc
+                                        for event in ready:
+                                            yielded = True
+                                            yield event
+                                if obj.get("done") is True:
+                                    final = obj
+                                    break
+                            if final is not None:
+                                break
+                        if final is None:
+                            raise ctx.error(
+                                "transport", "stream ended before the final line (done: true)"
+                            )
+                        await _drain(batches)
+                        usage = parse_usage(final)
+                        if usage is not None:
+                            yielded = True
+                            yield UsageReported(usage)
+                        yielded = True
+                        yield StreamFinished(
+                            stop_reason(final.get("done_reason"), had_calls=bool(calls))
+                        )
+                        return
+                except httpx.HTTPError as exc:
+                    raise self._transport_error(ctx, exc) from exc
+            except ProviderError as err:
+                if yielded or not err.retryable or not self._retry.should_retry(attempt):
+                    raise
+                await self._sleep(self._retry.delay(attempt, err.retry_after, self._rand()))
+
+    def _transport_error(self, ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
+        if isinstance(exc, httpx.ConnectError) and connection_refused(exc):
+            return ctx.error(
+                "transport",
+                f"Ollama is not running at {self._base_url} (connection refused); "
+                "start it with `ollama serve`",
+            )
+        return error_from_httpx(ctx, exc)
+
+
+# --- helpers of the exchange -----------------------------------------------------------------
+
+_DRAIN_TIMEOUT_S = 0.25
+
+
+async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
+    """Raise the classified error of a failed response, or of one that is not a stream."""
+    status = response.status_code
+    if status >= 400:
+        body = await response.aread()
+        err = error_from_response(ctx, status, response.headers, body)
+        if status == 404 and "model" not in err.detail.lower():
+            # Not Ollama's "model … not found": most likely base_url points elsewhere.
+            raise ctx.error(
+                err.kind,
+                f"{err.detail} (POST {response.request.url.path}; is base_url the Ollama "
+                "server root, such as http://127.0.0.1:11434?)",
+                status=status,
+            )
+        raise err
+    content_type = response.headers.get("content-type", "").lower()
+    if content_type.startswith("text/html"):
+        body = await response.aread()
+        raise ctx.error(
+            "protocol",
+            f"expected an NDJSON stream, got {content_type}: "
+            + body[:200].decode("utf-8", "replace"),
+            status=status,
+        )
+
+
+async def _line_batches(response: httpx.Response) -> AsyncGenerator[list[str], None]:
+    """The lines of the body, in batches (one per byte piece that completes lines).
+
+    A plain JSON answer (`application/json`, e.g. from a gateway that ignored `stream`) is
+    one object that may span lines; it is given as one line.
+    """
+    if response.headers.get("content-type", "").lower().startswith("application/json"):
+        body = (await response.aread()).decode("utf-8", "replace")
+        # Raw line breaks in JSON can only be whitespace between tokens.
+        body = body.replace("\r", " ").replace("\n", " ").strip()
+        if body:
+            yield [body]
+        return
+    tail = b""
+    async for piece in response.aiter_bytes():
+        cut = piece.rfind(b"\n")
+        if cut < 0:
+            tail += piece
+            continue
+        chunk = tail + piece[:cut] if tail else piece[:cut]
+        tail = piece[cut + 1 :]
+        text = chunk.decode("utf-8", "replace")
+        if "\r" in text:
+            text = text.replace("\r", "")
+        lines = text.split("\n")
+        if "\n\n" in text or not lines[0]:
+            lines = [line for line in lines if line]
+        yield lines
+    if tail.strip():
+        yield [tail.decode("utf-8", "replace")]
+
+
+async def _drain(batches: AsyncIterator[list[str]]) -> None:
+    """Read what follows the final line (normally just the end of the body) so that the
+    connection can be reused; a server that keeps the body open is given up on quickly."""
+    try:
+        async with asyncio.timeout(_DRAIN_TIMEOUT_S):
+            async for _ in batches:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
+
+
+def _malformed(ctx: ErrorContext, line: str, why: str = "") -> ProviderError:
+    reason = f" ({why})" if why else ""
+    return ctx.error("protocol", f"malformed line{reason}: " + line[:200])
+
+
+def _stream_error(ctx: ErrorContext, error: Any) -> ProviderError:
+    message = error_message(error)
+    return ctx.error(classify_stream_error(message), f"error in stream: {message}")

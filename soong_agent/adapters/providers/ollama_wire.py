@@ -1,0 +1,238 @@
+"""The Ollama `/api/chat` wire format: request bodies, whole tool calls, usage, stop reasons,
+and the classification of Ollama's error strings.
+
+Pure functions and small state holders; nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from soong_agent.ports.errors import ProviderErrorKind
+from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
+from soong_agent.ports.model import ModelRequest, SystemPart, ToolSpec
+from soong_agent.ports.streaming import StopReason, ToolCallReady, Usage
+
+DONE_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+}
+
+# --- request conversion ----------------------------------------------------------------------
+
+
+def system_text(parts: Sequence[SystemPart]) -> str:
+    """The system parts joined into one text, empty parts left out."""
+    return "\n\n".join(p.text for p in parts if p.text)
+
+
+def arguments_object(arguments: str) -> dict[str, Any]:
+    """The JSON object of a tool call's raw arguments text; `{}` when it is not one.
+
+    Ollama takes (and gives) tool-call arguments as an object, not as JSON text.
+    """
+    if not arguments:
+        return {}
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
+    return {"role": "tool", "content": block.content, "tool_name": block.name}
+
+
+def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Neutral messages to Ollama chat messages (thinking blocks are dropped)."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            out.extend(_tool_result(b) for b in message.content if isinstance(b, ToolResultBlock))
+        elif message.role == "assistant":
+            text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+            wire: dict[str, Any] = {"role": "assistant", "content": text}
+            calls = [
+                {"function": {"name": b.name, "arguments": arguments_object(b.arguments)}}
+                for b in message.content
+                if isinstance(b, ToolCallBlock)
+            ]
+            if calls:
+                wire["tool_calls"] = calls
+            out.append(wire)
+        else:
+            # Tool results inside a user message are sent as tool messages, as Ollama expects.
+            results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+            out.extend(_tool_result(b) for b in results)
+            text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+            if text or not results:
+                out.append({"role": "user", "content": text})
+    return out
+
+
+def convert_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            },
+        }
+        for t in tools
+    ]
+
+
+def build_body(model: str, request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of a streaming `/api/chat` request."""
+    messages = convert_messages(request.messages)
+    system = system_text(request.system)
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+    if request.tools:
+        body["tools"] = convert_tools(request.tools)
+    options: dict[str, Any] = {}
+    if request.max_output_tokens is not None:
+        options["num_predict"] = request.max_output_tokens
+    if request.temperature is not None:
+        options["temperature"] = request.temperature
+    if options:
+        body["options"] = options
+    return body
+
+
+# --- stream state ----------------------------------------------------------------------------
+
+
+class ToolCalls:
+    """Turns the whole tool calls of a stream into `ToolCallReady` events with unique ids.
+
+    Ollama sends each call complete (name and an arguments object) in one line; newer
+    versions give it an `id`, older ones do not, and then one is made up (`call_<n>`).
+    """
+
+    __slots__ = ("_ids",)
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._ids)
+
+    def take(self, raw: Any) -> list[ToolCallReady]:
+        """The events of a `message.tool_calls` list; ValueError when it is malformed."""
+        if not isinstance(raw, list):
+            raise ValueError("tool_calls is not a list")
+        ready: list[ToolCallReady] = []
+        for item in raw:
+            function = item.get("function") if isinstance(item, dict) else None
+            if not isinstance(function, dict):
+                raise ValueError("a tool call without a function object")
+            name = function.get("name")
+            if not isinstance(name, str) or not name:
+                raise ValueError("a tool call without a function name")
+            arguments = function.get("arguments")
+            if arguments is None:
+                text = "{}"
+            elif isinstance(arguments, str):
+                text = arguments or "{}"
+            else:
+                text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+            call_id = item.get("id")
+            if not isinstance(call_id, str) or not call_id or call_id in self._ids:
+                call_id = self._new_id()
+            self._ids.add(call_id)
+            ready.append(ToolCallReady(ToolCallBlock(id=call_id, name=name, arguments=text)))
+        return ready
+
+    def _new_id(self) -> str:
+        n = len(self._ids)
+        while f"call_{n}" in self._ids:
+            n += 1
+        return f"call_{n}"
+
+
+def parse_usage(final: dict[str, Any]) -> Usage | None:
+    """Usage from the final line's eval counts; None when it has neither."""
+    prompt = final.get("prompt_eval_count")
+    output = final.get("eval_count")
+    if prompt is None and output is None:
+        return None
+    return Usage(input_tokens=_int(prompt), output_tokens=_int(output))
+
+
+def stop_reason(done_reason: Any, *, had_calls: bool) -> StopReason:
+    """The neutral stop reason of the final line's `done_reason`.
+
+    Old Ollama versions send no `done_reason`; that counts as a normal stop.
+    """
+    if had_calls:
+        return "tool_use"
+    if not done_reason:
+        return "end_turn"
+    return DONE_REASONS.get(str(done_reason), "other")
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+# "context canceled" (Go's cancellation error) is not about the context window.
+_CONTEXT_WORDS = (
+    "context length",
+    "context window",
+    "context size",
+    "exceeds the context",
+    "too long",
+    "too many tokens",
+)
+_BAD_REQUEST_WORDS = ("not found", "does not support", "invalid")
+
+
+def error_message(error: Any) -> str:
+    """The text of an `error` value: Ollama sends a string, some gateways an object."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("error") or error.get("detail")
+        if isinstance(message, str) and message:
+            return message
+    return json.dumps(error, ensure_ascii=False)
+
+
+def classify_stream_error(message: str) -> ProviderErrorKind:
+    """The kind of an error line that arrived inside the NDJSON stream."""
+    text = message.lower()
+    if _mentions(text, _CONTEXT_WORDS):
+        return "context_too_long"
+    if _mentions(text, _BAD_REQUEST_WORDS):
+        return "bad_request"
+    if "timed out" in text or "timeout" in text:
+        return "timeout"
+    return "server"
+
+
+def _mentions(haystack: str, needles: tuple[str, ...]) -> bool:
+    return any(n in haystack for n in needles)
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether `exc` (an httpx ConnectError) was caused by a refused TCP connection."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or (
+            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
+        ):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
