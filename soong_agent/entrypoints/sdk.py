@@ -6,7 +6,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from soong_agent.application.run_handle import Run, RunResult
 from soong_agent.ports.errors import UsageError
@@ -38,6 +38,29 @@ def load(
     return load_config(home=home_path, project=project)
 
 
+PermissionMode = Literal["default", "accept_edits", "plan", "bypass"]
+
+
+def with_permission_mode(loaded: LoadedConfig, mode: str) -> LoadedConfig:
+    """The loaded config with `permissions.mode` replaced (validated like the file's value)."""
+    import dataclasses
+
+    from pydantic import ValidationError
+
+    from soong_agent.domain.config.schema import PermissionsConfig
+
+    current = loaded.config.permissions
+    try:
+        permissions = PermissionsConfig.model_validate({**current.model_dump(), "mode": mode})
+    except ValidationError as exc:
+        raise UsageError(
+            f"permission_mode: expected 'default', 'accept_edits', 'plan' or 'bypass', "
+            f"found {mode!r}"
+        ) from exc
+    config = loaded.config.model_copy(update={"permissions": permissions})
+    return dataclasses.replace(loaded, config=config)
+
+
 def not_available(agent: str | None, orchestrator: bool) -> None:
     """Agent presets and orchestrator mode arrive in a later version; say so clearly."""
     if agent is not None:
@@ -58,6 +81,8 @@ class AgentRuntime:
         approval: called when a tool call needs permission; returns ``"allow_once"``,
             ``"allow_for_session"`` or ``"deny"`` (or an awaitable of one). Without it,
             `permissions.write_without_callback` decides.
+        permission_mode: ``"default"``, ``"accept_edits"``, ``"plan"`` (read-only) or
+            ``"bypass"``; overrides `permissions.mode` for this runtime.
         model, session_store, clock, ids: replace the configured adapters (tests, custom
             providers).
 
@@ -72,6 +97,7 @@ class AgentRuntime:
         home: str | Path | None = None,
         approval: ApprovalCallback | None = None,
         *,
+        permission_mode: PermissionMode | None = None,
         model: ModelProvider | None = None,
         session_store: SessionStore | None = None,
         clock: Clock | None = None,
@@ -82,6 +108,8 @@ class AgentRuntime:
         from soong_agent.entrypoints.containers import SdkContainer
 
         self.loaded = load(project_dir, home)
+        if permission_mode is not None:
+            self.loaded = with_permission_mode(self.loaded, permission_mode)
         container = SdkContainer(loaded=self.loaded)
         if approval is not None:
             from soong_agent.adapters.approvals.callback import CallbackApprover
