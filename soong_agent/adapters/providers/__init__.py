@@ -1,4 +1,4 @@
-"""Model provider adapters (OpenAI Chat Completions, ...) over httpx streaming.
+"""Model provider adapters (OpenAI Chat Completions, Anthropic Messages, Ollama) over httpx.
 
 Names are re-exported lazily so that importing a small module of this package (such as
 `retry`) does not pay for importing httpx.
@@ -10,12 +10,16 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
+    from soong_agent.adapters.providers.ollama_chat import OllamaChatProvider
     from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
     from soong_agent.adapters.providers.retry import RetryPolicy
 
-__all__ = ["OpenAIChatProvider", "RetryPolicy"]
+__all__ = ["AnthropicMessagesProvider", "OllamaChatProvider", "OpenAIChatProvider", "RetryPolicy"]
 
 _LAZY = {
+    "AnthropicMessagesProvider": "soong_agent.adapters.providers.anthropic_messages",
+    "OllamaChatProvider": "soong_agent.adapters.providers.ollama_chat",
     "OpenAIChatProvider": "soong_agent.adapters.providers.openai_chat",
     "RetryPolicy": "soong_agent.adapters.providers.retry",
 }

@@ -26,6 +26,7 @@ _CONTEXT_PHRASES = (
     "maximum context",
     "too many tokens",
     "too long",
+    "context limit",
 )
 _AUTH_MARKERS = ("authentication", "invalid_api_key", "unauthorized", "permission")
 _RATE_MARKERS = ("rate_limit", "rate limit", "too many requests")
@@ -119,6 +120,11 @@ def _error_fields(body: Any) -> tuple[str, str, str | int | None]:
 
 def _mentions(haystack: str, needles: tuple[str, ...]) -> bool:
     return any(n in haystack for n in needles)
+
+
+def mentions_context_overflow(message: str) -> bool:
+    """Whether an error message says the prompt does not fit the model's context window."""
+    return _mentions(message.lower(), _CONTEXT_PHRASES)
 
 
 def classify(

@@ -10,6 +10,7 @@ spec says). An invalid UTF-8 byte becomes U+FFFD rather than an error.
 from __future__ import annotations
 
 import codecs
+from collections.abc import AsyncGenerator, AsyncIterable
 
 _LF = "\n"
 _CR = "\r"
@@ -82,3 +83,16 @@ class SSEDecoder:
             text = text[1:]
         self._skip_lf = text.endswith(_CR)
         return text.replace("\r\n", _LF).replace(_CR, _LF)
+
+
+async def payload_batches(pieces: AsyncIterable[bytes]) -> AsyncGenerator[list[str], None]:
+    """The `data` payloads of an SSE body, in batches: one per byte piece that ends events."""
+    decoder = SSEDecoder()
+    feed = decoder.feed
+    async for piece in pieces:
+        batch = feed(piece)
+        if batch:
+            yield batch
+    batch = decoder.flush()
+    if batch:
+        yield batch

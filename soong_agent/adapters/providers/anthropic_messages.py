@@ -1,0 +1,239 @@
+"""Anthropic Messages API over httpx streaming (SSE): text, tool use, thinking, prompt caching."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from json.scanner import make_scanner
+from typing import Any
+
+import httpx
+
+from soong_agent.adapters.providers.anthropic_wire import (
+    MalformedEvent,
+    StreamState,
+    build_body,
+    error_from_event,
+)
+from soong_agent.adapters.providers.http_errors import (
+    ErrorContext,
+    error_from_httpx,
+    error_from_response,
+)
+from soong_agent.adapters.providers.retry import RetryPolicy
+from soong_agent.adapters.providers.sse import payload_batches
+from soong_agent.ports.errors import ProviderError
+from soong_agent.ports.model import ModelRequest
+from soong_agent.ports.streaming import StreamEvent, TextDelta
+
+DEFAULT_VERSION = "2023-06-01"
+
+_loads = json.loads
+# The C scanner behind json.loads, called directly (as in openai_chat): anything it does not
+# take whole goes through json.loads, which gives the real answer or the real error.
+_scan: Callable[[str, int], tuple[Any, int]]
+_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+_DRAIN_TIMEOUT_S = 0.25
+
+
+class AnthropicMessagesProvider:
+    """`ModelProvider` for the Anthropic Messages API (and servers that speak it)."""
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        api_key: Callable[[], str | None],
+        retry: RetryPolicy,
+        timeout_s: float,
+        max_output_tokens: int = 8192,
+        thinking_budget_tokens: int | None = None,
+        provider: str = "anthropic",
+        anthropic_version: str = DEFAULT_VERSION,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._client = client
+        self._base_url = base_url.rstrip("/")
+        # base_url is the host ("https://api.anthropic.com"); one that already names /v1 works too
+        suffix = "/messages" if self._base_url.endswith("/v1") else "/v1/messages"
+        self._url = self._base_url + suffix
+        self._model = model
+        self._api_key = api_key
+        self._retry = retry
+        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+        self._max_output_tokens = max_output_tokens
+        self._thinking_budget = thinking_budget_tokens
+        self._provider = provider
+        self._version = anthropic_version
+        self._sleep = sleep
+        self._rand = rand
+
+    @property
+    def label(self) -> str:
+        return f"{self._provider} {self._model} at {self._base_url}"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send `request` and yield its events; the last one is `StreamFinished`.
+
+        Transient failures are retried per the policy, but only while nothing has been
+        yielded yet: once the caller has seen an event, a failure is raised at once.
+        """
+        body = build_body(
+            self._model,
+            request,
+            max_output_tokens=self._max_output_tokens,
+            thinking_budget_tokens=self._thinking_budget,
+        )
+        content = json.dumps(body, ensure_ascii=False).encode()
+        key = self._api_key()
+        headers = {
+            "anthropic-version": self._version,
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+        }
+        if key:
+            headers["x-api-key"] = key
+        ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
+
+        attempt = 0
+        yielded = False
+        while True:
+            attempt += 1
+            try:
+                try:
+                    async with (
+                        self._client.stream(
+                            "POST",
+                            self._url,
+                            content=content,
+                            headers=headers,
+                            timeout=self._timeout,
+                        ) as response,
+                        aclosing(payload_batches(response.aiter_bytes())) as batches,
+                    ):
+                        await _check_status(response, ctx)
+                        # --- the hot loop: one JSON scan and a few lookups per event ---
+                        state = StreamState()
+                        tool_args = state.tool_args
+                        on_event = state.on_event
+                        done = False
+                        async for batch in batches:
+                            for payload in batch:
+                                try:
+                                    event, end = _scan(payload, 0)
+                                except (StopIteration, ValueError):
+                                    end = -1
+                                if end != len(payload):
+                                    try:
+                                        event = _loads(payload)
+                                    except ValueError as exc:
+                                        raise _malformed(ctx, payload) from exc
+                                if type(event) is not dict:
+                                    raise _malformed(ctx, payload)
+                                kind = event.get("type")
+                                if kind == "content_block_delta":
+                                    delta = event.get("delta")
+                                    if type(delta) is not dict:
+                                        raise _malformed(ctx, payload)
+                                    delta_kind = delta.get("type")
+                                    if delta_kind == "text_delta":
+                                        text = delta.get("text")
+                                        if text and type(text) is str:
+                                            yielded = True
+                                            yield TextDelta(text)
+                                        continue
+                                    if delta_kind == "input_json_delta":
+                                        part = delta.get("partial_json")
+                                        if part:
+                                            args = tool_args.get(event.get("index"))
+                                            if args is not None and type(part) is str:
+                                                args.append(part)
+                                                continue
+                                        else:
+                                            continue
+                                elif kind == "ping":
+                                    continue
+                                elif kind == "message_stop":
+                                    done = True
+                                    break
+                                elif kind == "error" or (kind is None and "error" in event):
+                                    raise error_from_event(ctx, event.get("error"))
+                                try:
+                                    out = on_event(kind, event)
+                                except MalformedEvent as exc:
+                                    raise _malformed(ctx, payload, str(exc)) from exc
+                                for item in out:
+                                    yielded = True
+                                    yield item
+                            if done:
+                                break
+                        if not done:
+                            raise ctx.error("transport", "stream ended before message_stop")
+                        await _drain(batches)
+                        for item in state.finish():
+                            yielded = True
+                            yield item
+                        return
+                except httpx.HTTPError as exc:
+                    raise error_from_httpx(ctx, exc) from exc
+            except ProviderError as err:
+                if yielded or not err.retryable or not self._retry.should_retry(attempt):
+                    raise
+                await self._sleep(self._retry.delay(attempt, err.retry_after, self._rand()))
+
+
+# --- helpers of the exchange -----------------------------------------------------------------
+
+
+async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
+    """Raise the classified error of a failed response, or of one that does not stream."""
+    status = response.status_code
+    if status >= 400:
+        body = await response.aread()
+        raise error_from_response(ctx, status, response.headers, body)
+    content_type = response.headers.get("content-type", "").lower()
+    if content_type.startswith(("application/json", "text/html", "text/plain")):
+        body = await response.aread()
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("error"):
+            raise error_from_event(ctx, parsed["error"])
+        raise ctx.error(
+            "protocol",
+            f"expected an event stream, got {content_type}: "
+            + body[:200].decode("utf-8", "replace"),
+            status=status,
+        )
+
+
+async def _drain(batches: AsyncIterator[list[str]]) -> None:
+    """Read what follows message_stop (normally just the end of the body) so the connection
+    can be reused; a server that keeps the body open is given up on quickly."""
+    try:
+        async with asyncio.timeout(_DRAIN_TIMEOUT_S):
+            async for _ in batches:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
+
+
+def _malformed(ctx: ErrorContext, payload: str, why: str = "") -> ProviderError:
+    prefix = f"malformed event ({why}): " if why else "malformed event: "
+    return ctx.error("protocol", prefix + payload[:200])
