@@ -49,7 +49,8 @@ class Tool:
     """One tool: what the model sees, how arguments are checked, what it does, what it may touch.
 
     `describe` maps validated arguments to (session scope, one-line summary) for permission
-    prompts and grants.
+    prompts and grants. `timeout_ms` is set only by tools that take a timeout (run_command,
+    declarative tools): the effective one, `tools.overrides` included, which the handler uses.
     """
 
     name: str
@@ -58,6 +59,7 @@ class Tool:
     handler: Handler
     permission_class: PermissionClass = "read_only"
     describe: Describer = _whole_tool
+    timeout_ms: int | None = None
 
     @property
     def spec(self) -> ToolSpec:
