@@ -1,0 +1,321 @@
+"""The artifact store (CTX-5): whole tool outputs on disk, their metadata in the session database.
+
+An artifact's bytes live at `<home>/sessions/<session_id>/artifacts/<artifact_id>/<filename>`;
+its row (size, sha256, preview, ...) is in the `artifacts` table of the session database (the
+same SQLite file and schema as `SqliteSessionStore`). An artifact is only visible to its own
+session: looking it up with another session id finds nothing.
+
+Like the session store, all work (database and files) runs on one worker thread of the store and
+the database is opened by the first call (WAL, busy timeout). This store's connection does not
+enforce foreign keys: a tool result may be stored before the turn that creates the session row
+is committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from soong_agent.ports.artifacts import ArtifactInfo
+from soong_agent.ports.errors import RunError, UsageError
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from sqlalchemy.engine import Connection, Engine
+
+_T = TypeVar("_T")
+
+_ID_RE = re.compile(r"art_[0-9a-f]{8,64}")
+_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_FILENAME_MAX = 120
+_BEGIN_ATTEMPTS = 5
+
+
+def safe_filename(name: str) -> str:
+    """A plain file name for `name`: its last path part, only ``[A-Za-z0-9._-]``, no leading dot."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    base = _UNSAFE.sub("_", base).lstrip(".")
+    if len(base) > _FILENAME_MAX:
+        _, dot, ext = base.rpartition(".")
+        keep = ext if dot and 0 < len(ext) <= 16 else ""
+        base = base[: _FILENAME_MAX - len(keep) - 1].rstrip(".") + ("." + keep if keep else "")
+    return base or "artifact"
+
+
+def _is_locked(exc: BaseException) -> bool:
+    text = str(getattr(exc, "orig", exc)).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+def _info(row: Any) -> ArtifactInfo:
+    return ArtifactInfo(
+        id=row[0], session_id=row[1], filename=row[2], size=row[3], sha256=row[4], preview=row[5]
+    )
+
+
+class _Artifacts:
+    """The connection, the files and every operation; used only on the store's worker thread."""
+
+    def __init__(self, db_path: Path, home: Path, busy_timeout_ms: int) -> None:
+        self.db_path = db_path
+        self.home = home
+        self.busy_timeout_ms = busy_timeout_ms
+        self._engine: Engine | None = None
+        self._conn: Connection | None = None
+
+    # --- connection ------------------------------------------------------------------------
+
+    def _connect_dbapi(self) -> sqlite3.Connection:
+        import sqlite3
+
+        conn = sqlite3.connect(str(self.db_path), isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            for attempt in range(_BEGIN_ATTEMPTS):
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    break
+                except sqlite3.OperationalError as exc:
+                    if not _is_locked(exc) or attempt == _BEGIN_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.02 * (attempt + 1))
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def connection(self) -> Connection:
+        if self._conn is not None:
+            return self._conn
+        try:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot create the folder of the session database {self.db_path}: {exc}"
+            ) from exc
+        if self.db_path.is_dir():
+            raise UsageError(f"the session database path {self.db_path} is a directory")
+        from sqlalchemy import create_engine
+        from sqlalchemy.exc import DBAPIError
+        from sqlalchemy.pool import StaticPool
+
+        engine = create_engine(
+            "sqlite+pysqlite://", creator=self._connect_dbapi, poolclass=StaticPool
+        )
+        try:
+            conn = engine.connect()
+            self._ensure_schema(conn)
+        except DBAPIError as exc:
+            engine.dispose()
+            raise UsageError(
+                f"cannot open the session database {self.db_path}: {exc.orig}"
+            ) from exc
+        except BaseException:
+            engine.dispose()
+            raise
+        self._engine, self._conn = engine, conn
+        return conn
+
+    def _ensure_schema(self, conn: Connection) -> None:
+        from sqlalchemy.exc import OperationalError
+
+        from soong_agent.adapters.storage.tables import SCHEMA_VERSION, create_schema
+
+        version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
+        conn.rollback()
+        if version > SCHEMA_VERSION:
+            raise UsageError(
+                f"the session database {self.db_path} has schema version {version}, newer than"
+                f" this soong-agent understands ({SCHEMA_VERSION})"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        try:  # BEGIN IMMEDIATE serialises two processes creating the schema at once
+            self._write(conn, create_schema)
+        except OperationalError as exc:
+            if "already exists" not in str(exc.orig):
+                raise
+            self._write(conn, create_schema)
+
+    def _write(self, conn: Connection, work: Callable[[Connection], None]) -> None:
+        from sqlalchemy.exc import OperationalError
+
+        for attempt in range(_BEGIN_ATTEMPTS):
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                break
+            except OperationalError as exc:
+                conn.rollback()
+                if not _is_locked(exc) or attempt == _BEGIN_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        try:
+            work(conn)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+
+    def call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run one operation; database failures become `RunError`s naming the file."""
+        import sqlite3
+
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            return fn(*args)
+        except DBAPIError as exc:
+            raise RunError(f"session database {self.db_path}: {exc.orig}") from exc
+        except sqlite3.Error as exc:
+            raise RunError(f"session database {self.db_path}: {exc}") from exc
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._engine is not None:
+            self._engine.dispose()
+        self._conn = self._engine = None
+
+    # --- operations ------------------------------------------------------------------------
+
+    def folder(self, session_id: str, artifact_id: str) -> Path:
+        return self.home / "sessions" / session_id / "artifacts" / artifact_id
+
+    def save(
+        self, session_id: str, run_id: str, filename: str, data: bytes, preview_chars: int
+    ) -> ArtifactInfo:
+        from sqlalchemy import insert
+
+        from soong_agent.adapters.storage.tables import artifacts
+
+        if not _SESSION_RE.fullmatch(session_id) or session_id.strip(".") == "":
+            raise UsageError(f"cannot store an artifact for session id {session_id!r}")
+        conn = self.connection()
+        artifact_id = "art_" + secrets.token_hex(12)
+        name = safe_filename(filename)
+        folder = self.folder(session_id, artifact_id)
+        folder.mkdir(parents=True, exist_ok=False)
+        path = folder / name
+        partial = folder / f".{name}.partial"
+        info = ArtifactInfo(
+            id=artifact_id,
+            session_id=session_id,
+            filename=name,
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            preview=data.decode("utf-8", errors="replace")[: max(0, preview_chars)],
+        )
+        row = {
+            "id": info.id,
+            "session_id": info.session_id,
+            "run_id": run_id or None,
+            "filename": info.filename,
+            "size": info.size,
+            "sha256": info.sha256,
+            "preview": info.preview,
+            "created_at": time.time(),
+        }
+
+        def record(c: Connection) -> None:
+            c.execute(insert(artifacts), row)
+
+        try:
+            partial.write_bytes(data)
+            os.replace(partial, path)
+            self._write(conn, record)
+        except BaseException:
+            for leftover in (partial, path):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+            raise
+        return info
+
+    def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
+        from sqlalchemy import select
+
+        from soong_agent.adapters.storage.tables import artifacts as a
+
+        if not _ID_RE.fullmatch(artifact_id):
+            return None
+        conn = self.connection()
+        query = select(a.c.id, a.c.session_id, a.c.filename, a.c.size, a.c.sha256, a.c.preview)
+        query = query.where(a.c.id == artifact_id, a.c.session_id == session_id)
+        try:
+            rows = conn.execute(query).all()
+        finally:
+            conn.rollback()
+        return _info(rows[0]) if rows else None
+
+    def read(self, session_id: str, artifact_id: str, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0:
+            raise ValueError("offset and length must not be negative")
+        info = self.get(session_id, artifact_id)
+        if info is None:
+            raise FileNotFoundError(2, "no such artifact in this session", artifact_id)
+        with (self.folder(session_id, artifact_id) / info.filename).open("rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+
+class SqliteArtifactStore:
+    """An `ArtifactStore` with files under `home` and metadata in the session database `db_path`.
+
+    Ids are ``art_`` + 24 random hex digits; file names are reduced to a safe base name. `save`
+    raises `UsageError` for a session id that is not a plain name and OSError when the file
+    cannot be written; `read` raises FileNotFoundError for an artifact unknown to the session.
+    Database failures raise `RunError` (or `UsageError` when the file cannot be opened at all).
+    """
+
+    def __init__(self, db_path: Path, home: Path, *, busy_timeout_ms: int = 5000) -> None:
+        self._impl = _Artifacts(Path(db_path), Path(home), busy_timeout_ms)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soong-artifacts")
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SqliteArtifactStore({str(self._impl.db_path)!r}, {str(self._impl.home)!r})"
+
+    def path_of(self, info: ArtifactInfo) -> Path:
+        """Where the bytes of an artifact are stored."""
+        return self._impl.folder(info.session_id, info.id) / info.filename
+
+    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+        if self._closed:
+            raise UsageError(f"the artifact store of {self._impl.db_path} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._impl.call, fn, *args)
+
+    async def save(
+        self, *, session_id: str, run_id: str, filename: str, data: bytes, preview_chars: int
+    ) -> ArtifactInfo:
+        """Write `data` whole and record its metadata; returns the new artifact."""
+        return await self._run(self._impl.save, session_id, run_id, filename, data, preview_chars)
+
+    async def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
+        """Metadata of an artifact of this session, or None."""
+        return await self._run(self._impl.get, session_id, artifact_id)
+
+    async def read(self, session_id: str, artifact_id: str, *, offset: int, length: int) -> bytes:
+        """Bytes `offset … offset+length` of an artifact; FileNotFoundError when unknown."""
+        return await self._run(self._impl.read, session_id, artifact_id, offset, length)
+
+    async def close(self) -> None:
+        """Finish pending work, then close the connection and stop the worker thread."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._impl.close)
+        self._executor.shutdown(wait=True)
