@@ -11,6 +11,7 @@ BENCHMARKS = [
     "bench_loop.py",
     "bench_stream_parse.py",
     "bench_session_store.py",
+    "bench_tokens.py",
     "bench_cold_start.py",
 ]
 
