@@ -72,6 +72,10 @@ class SessionStore(Protocol):
         """Messages from the root to the active leaf (the last `limit` of them when given)."""
         ...
 
+    async def path_to(self, session_id: str, message_id: str) -> list[Message]:
+        """Messages from the root to `message_id` (empty when the session has no such message)."""
+        ...
+
     async def all_messages(self, session_id: str) -> list[Message]:
         """Every message of the session (all branches) in the order they were written."""
         ...

@@ -436,3 +436,23 @@ async def test_closed_store_refuses_calls_and_close_is_idempotent(store: Session
 
 async def test_both_implement_the_port(store: SessionStore) -> None:
     assert isinstance(store, SessionStore)
+
+
+async def test_path_to_an_earlier_message_follows_its_own_branch(store: SessionStore) -> None:
+    def msg(mid: str, parent: str | None, role: str = "user") -> Message:
+        return Message(id=mid, parent_id=parent, role=role, content=[TextBlock(text=mid)])  # type: ignore[arg-type]
+
+    session = SessionInfo(
+        id="ses_p", project_dir="/p", created_at=1, updated_at=1, active_leaf_id="c"
+    )
+    await store.commit(
+        TurnCommit(
+            session=session,
+            run=RunInfo(id="run_p", session_id="ses_p", started_at=1),
+            messages=[msg("a", None), msg("b", "a", "assistant"), msg("c", "b")],
+        )
+    )
+    assert [m.id for m in await store.path_to("ses_p", "b")] == ["a", "b"]
+    assert [m.id for m in await store.path_to("ses_p", "c")] == ["a", "b", "c"]
+    assert await store.path_to("ses_p", "nope") == []
+    assert await store.path_to("ses_other", "a") == []

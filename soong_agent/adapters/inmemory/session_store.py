@@ -144,7 +144,17 @@ class InMemorySessionStore:
         data = self._sessions.get(session_id)
         if data is None or data.info.active_leaf_id is None or (limit is not None and limit <= 0):
             return []
-        index = data.index_by_id.get(data.info.active_leaf_id)
+        return self._walk(data, data.info.active_leaf_id, limit)
+
+    async def path_to(self, session_id: str, message_id: str) -> list[Message]:
+        """Messages from the root to `message_id` (empty when the session has no such message)."""
+        self._check_open()
+        data = self._sessions.get(session_id)
+        return [] if data is None else self._walk(data, message_id, None)
+
+    @staticmethod
+    def _walk(data: _SessionData, leaf_id: str, limit: int | None) -> list[Message]:
+        index = data.index_by_id.get(leaf_id)
         path: list[Message] = []
         while index is not None and (limit is None or len(path) < limit):
             stored = data.messages[index]

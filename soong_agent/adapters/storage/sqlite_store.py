@@ -279,18 +279,24 @@ class _Database:
         rows = self._read(lambda c: c.execute(st.list_sessions, {"limit": limit}).all())
         return [session_info(r) for r in rows]
 
-    def active_path(self, session_id: str, limit: int | None) -> list[Message]:
-        from soong_agent.adapters.storage.tables import PATH_SQL
+    def active_path(
+        self, session_id: str, limit: int | None, message_id: str | None = None
+    ) -> list[Message]:
+        from soong_agent.adapters.storage.tables import PATH_SQL, PATH_TO_SQL
 
         if limit is not None and limit <= 0:
             return []
         params = {"sid": session_id, "limit": _NO_LIMIT if limit is None else limit}
+        sql = PATH_SQL
+        if message_id is not None:
+            params["mid"] = message_id
+            sql = PATH_TO_SQL
 
         def query(c: Connection) -> list[Any]:
             # The hot read: straight on the driver, no per-row wrapping.
             driver = c.connection.driver_connection
             assert driver is not None
-            return driver.execute(PATH_SQL, params).fetchall()  # type: ignore[no-any-return]
+            return driver.execute(sql, params).fetchall()  # type: ignore[no-any-return]
 
         rows = self._read(query)
         rows.sort(key=lambda r: -r[0])  # root first (the walk yields the leaf first)
@@ -377,6 +383,10 @@ class SqliteSessionStore:
     async def active_path(self, session_id: str, *, limit: int | None = None) -> list[Message]:
         """Messages from the root to the active leaf (the last `limit` of them when given)."""
         return await self._run(self._db.active_path, session_id, limit)
+
+    async def path_to(self, session_id: str, message_id: str) -> list[Message]:
+        """Messages from the root to `message_id` (empty when the session has no such message)."""
+        return await self._run(self._db.active_path, session_id, None, message_id)
 
     async def all_messages(self, session_id: str) -> list[Message]:
         """Every message of the session (all branches) in the order they were written."""

@@ -340,6 +340,11 @@ SELECT n, content FROM path
 """
 """The active path, leaf first (`n` = 1 for the leaf), at most `:limit` messages."""
 
+PATH_TO_SQL = PATH_SQL.replace(
+    "AND m.id = (SELECT s.active_leaf_id FROM sessions AS s WHERE s.id = :sid)", "AND m.id = :mid"
+)
+"""The path from the root to message `:mid`, leaf first, at most `:limit` messages."""
+
 _SESSION_COLUMNS = (
     sessions.c.id,
     sessions.c.project_dir,
