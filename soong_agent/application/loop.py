@@ -6,15 +6,19 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from soong_agent.application.context_window import Compacted, ContextWindow, Trigger
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
 from soong_agent.application.tool_pipeline import ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
+from soong_agent.domain.compaction import CompactionReport
 from soong_agent.domain.config.schema import PriceConfig
 from soong_agent.domain.history import CONTINUATION_PROMPT, synthetic_results, unanswered_calls
 from soong_agent.domain.usage import cost_usd
 from soong_agent.ports.errors import ProviderError, SoongAgentError
 from soong_agent.ports.events import (
+    CompactionEvent,
+    ContextMeasured,
     ErrorEvent,
     ModelCallStarted,
     RunFinished,
@@ -107,6 +111,7 @@ class AgentLoop:
         system: Sequence[SystemPart],
         settings: LoopSettings,
         tool_context: ToolContext,
+        context: ContextWindow | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -118,6 +123,8 @@ class AgentLoop:
         self._answer: list[str] = []
         self._usage = Usage()
         self._turns = 0
+        self._context = context
+        self._compaction_requests: list[asyncio.Future[CompactionReport | None]] = []
 
     async def run(self, rec: RunRecorder, message: str, *, resumed: bool) -> RunResult:
         """Execute the run; every outcome, cancellation included, ends in a RunResult."""
@@ -167,7 +174,8 @@ class AgentLoop:
         continuations = 0
         while self._turns < self._settings.max_turns:
             self._turns += 1
-            turn = await self._call_model(rec)
+            await self._fit_context(rec)
+            turn = await self._call_model_recovering(rec)
             assistant = rec.add_message(Message(role="assistant", content=turn.content()))
             self._turn = None
             self._answer.append(assistant.text)
@@ -200,6 +208,91 @@ class AgentLoop:
             "max_turns",
             f"stopped after {self._settings.max_turns} model calls (runtime.max_turns)",
         )
+
+    # --- context window (CTX-4, CTX-6) ---------------------------------------------------------
+    def request_compaction(self) -> asyncio.Future[CompactionReport | None]:
+        """Ask for a compaction before the next model call (compact tool, `run.compact()`)."""
+        future: asyncio.Future[CompactionReport | None] = asyncio.get_running_loop().create_future()
+        self._compaction_requests.append(future)
+        return future
+
+    def _settle_requests(self, report: CompactionReport | None) -> None:
+        requests, self._compaction_requests = self._compaction_requests, []
+        for future in requests:
+            if not future.done():
+                future.set_result(report)
+
+    async def _fit_context(self, rec: RunRecorder) -> None:
+        ctx = self._context
+        if ctx is None:
+            self._settle_requests(None)
+            return
+        early = ctx.take_background(rec.history)
+        if early is not None:
+            self._apply_compaction(rec, early, trigger="background")
+        measure = ctx.measure(rec.history)
+        rec.event(
+            ContextMeasured,
+            system_tokens=measure.system_tokens,
+            non_system_tokens=measure.non_system_tokens,
+            non_system_budget=ctx.budget.non_system,
+            compact_trigger=ctx.budget.compact_trigger,
+            window=ctx.budget.window,
+            exact=measure.exact,
+        )
+        if self._compaction_requests:
+            await self._compact(rec, "manual")
+        elif ctx.over_trigger(measure):
+            await self._compact(rec, "budget")
+        else:
+            ctx.maybe_start_background(rec.history, measure)
+
+    async def _compact(self, rec: RunRecorder, trigger: Trigger) -> CompactionReport | None:
+        if self._context is None:
+            return None
+        result = await self._context.compact(rec.history, trigger=trigger)
+        self._apply_compaction(rec, result, trigger=trigger)
+        return result.report
+
+    def _apply_compaction(self, rec: RunRecorder, result: Compacted, *, trigger: str) -> None:
+        if result.messages is not None:
+            rec.replace_path(result.messages)
+            if self._context is not None:
+                self._context.reset(rec.history)
+        report = result.report
+        rec.event(
+            CompactionEvent,
+            strategy=report.strategy if result.messages is not None else "none",
+            tokens_before=report.tokens_before,
+            tokens_after=report.tokens_after,
+            dropped=list(report.dropped),
+            trigger=trigger,
+            rungs_failed=list(report.rungs_failed),
+        )
+        self._settle_requests(report)
+
+    async def _call_model_recovering(self, rec: RunRecorder) -> _Turn:
+        """One model call; a "prompt too long" answer compacts synchronously and retries once."""
+        ctx = self._context
+        estimated = ctx.o200k_of(rec.history) if ctx is not None else None
+        try:
+            turn = await self._call_model(rec)
+        except ProviderError as exc:
+            if exc.kind != "context_too_long" or ctx is None or not ctx.recovery_sync:
+                raise
+            self._turn = None
+            rec.event(ErrorEvent, kind=exc.kind, message=str(exc), fatal=False)
+            await self._compact(rec, "recovery")
+            estimated = None
+            turn = await self._call_model(rec)
+        if ctx is not None:
+            if self._turns == 1:
+                ctx.warm_up()
+            if turn.usage is not None:
+                u = turn.usage
+                reported = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+                ctx.recalibrate(estimated_o200k=estimated, reported=reported)
+        return turn
 
     async def _call_model(self, rec: RunRecorder) -> _Turn:
         turn = _Turn()
@@ -269,6 +362,9 @@ class AgentLoop:
         *,
         error: BaseException | None = None,
     ) -> RunResult:
+        self._settle_requests(None)
+        if self._context is not None:
+            self._context.cancel_background()
         rec.finish(status, reason)
         rec.event(
             RunFinished,

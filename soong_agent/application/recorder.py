@@ -66,6 +66,16 @@ class RunRecorder:
         self._messages.append(stored)
         return stored
 
+    def replace_path(self, messages: list[Message]) -> None:
+        """Make `messages` the active path (after a compaction), stored as new messages.
+
+        The old messages stay in the store on their own branch; the new path starts at a new
+        root, so resuming the session rebuilds exactly this context.
+        """
+        self.history = []
+        for message in messages:
+            self.add_message(message.model_copy(update={"id": ""}))
+
     def finish(self, status: RunStatus, reason: str | None) -> None:
         self.run_info = dataclasses.replace(
             self.run_info, status=status, reason=reason, finished_at=self._clock.now()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import RunEvent, RunStatus
 from soong_agent.ports.streaming import Usage
 
@@ -52,6 +54,7 @@ class Run:
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[RunResult] | None = None
         self._closed = False
+        self._compaction_hook: Callable[[], asyncio.Future[Any]] | None = None
 
     # --- the event sink side (the loop) ---------------------------------------------------
     def emit(self, event: RunEvent) -> None:
@@ -68,6 +71,10 @@ class Run:
         """Bind the task that executes the run."""
         self._task = task
         task.add_done_callback(self._on_done)
+
+    def set_compaction_hook(self, hook: Callable[[], asyncio.Future[Any]]) -> None:
+        """How `compact()` reaches the loop of this run."""
+        self._compaction_hook = hook
 
     def _on_done(self, _task: asyncio.Task[RunResult]) -> None:
         self._closed = True
@@ -96,6 +103,15 @@ class Run:
         if self._task is None:
             raise RuntimeError("the run has not been started")
         return await asyncio.shield(self._task)
+
+    async def compact(self) -> Any:
+        """Compact the context before the next model call and return the compaction report.
+
+        Returns None when the run ended before it reached another model call.
+        """
+        if self._compaction_hook is None or self.done:
+            raise UsageError("the run has ended; compaction happens inside a running run")
+        return await self._compaction_hook()
 
     async def cancel(self) -> RunResult | None:
         """Cancel the run and wait at most `runtime.cancel_timeout_ms` for its terminal state.

@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from soong_agent.application.context_window import ContextWindow
 from soong_agent.application.loop import AgentLoop, LoopSettings
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
+from soong_agent.application.summarizer import Summarizer, tools_text
 from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
-from soong_agent.domain.config.schema import PermissionsConfig
+from soong_agent.application.tools.compact import compact_tool
+from soong_agent.domain.budget import compute_budget
+from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.prompt import assemble_system_prompt
+from soong_agent.domain.token_estimate import ProviderCalibration
 from soong_agent.ports.approval import Approver
 from soong_agent.ports.artifacts import ArtifactStore
-from soong_agent.ports.errors import SessionNotFound, UsageError
+from soong_agent.ports.errors import ConfigError, SessionNotFound, UsageError
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
-from soong_agent.ports.model import ModelProvider
+from soong_agent.ports.model import ModelProvider, SystemPart
 from soong_agent.ports.prompt import ContextSource
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
-from soong_agent.ports.system import Clock, IdGenerator
+from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +47,13 @@ class RunServiceDeps:
     cancel_timeout_s: float
     artifacts: ArtifactStore | None = None
     max_result_chars: int = RESULT_MAX_CHARS
+    context_config: ContextConfig = field(default_factory=ContextConfig)
+    compact_config: CompactConfig = field(default_factory=CompactConfig)
+    context_window_tokens: int = 128_000
+    provider_name: str = "openai"
+    token_counter: TokenCounter | None = None
+    compact_provider: ModelProvider | None = None
+    todos: Callable[[str], str] | None = None
 
 
 class RunService:
@@ -50,13 +63,70 @@ class RunService:
         self._deps = deps
         self._grants: dict[str, SessionGrants] = {}
 
-    async def start(self, message: str, *, session_id: str | None = None) -> Run:
-        """Begin a run in the background and return its handle."""
+    async def _history(
+        self, session_id: str, from_message: str | None
+    ) -> tuple[SessionInfo, list[Message]]:
+        d = self._deps
+        session = await d.store.get_session(session_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        if from_message is None:
+            return session, await d.store.active_path(session_id)
+        path = await d.store.path_to(session_id, from_message)
+        if not path:
+            raise UsageError(f"session {session_id} has no message {from_message!r}")
+        target = path[-1]
+        if target.role != "user" or target.kind != "normal":
+            raise UsageError(
+                f"message {from_message} is a {target.role} message; a branch starts from a "
+                'user message (context.allow_branch_from = "user_message")'
+            )
+        return session, path[:-1]
+
+    def _context_window(
+        self, system: list[SystemPart], registry: ToolRegistry, session_id: str
+    ) -> ContextWindow | None:
+        d = self._deps
+        try:
+            budget = compute_budget(
+                context_window=d.context_window_tokens,
+                context=d.context_config,
+                compact=d.compact_config,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"context budget: {exc}") from exc
+        todos = d.todos
+        return ContextWindow(
+            counter=d.token_counter,
+            budget=budget,
+            compact=d.compact_config,
+            summarizer=Summarizer(
+                d.compact_provider or d.provider,
+                max_summary_tokens=d.compact_config.max_summary_tokens,
+            ),
+            calibration=ProviderCalibration.initial(d.provider_name),
+            system_text="\n\n".join(p.text for p in system) + tools_text(registry.specs()),
+            instructions="\n\n".join(p.text for p in system if p.label == "instructions"),
+            todos=(lambda: todos(session_id)) if todos is not None else (lambda: ""),
+            new_id=lambda: d.ids.new_id("msg"),
+        )
+
+    async def start(
+        self, message: str, *, session_id: str | None = None, from_message: str | None = None
+    ) -> Run:
+        """Begin a run in the background and return its handle.
+
+        `session_id` resumes a session; with `from_message` (a user message of it) the run
+        starts a new branch: its message replaces that one, and the rest of the old path stays
+        in the store as another branch.
+        """
         if not message.strip():
             raise UsageError("the message is empty; say what the agent should do")
         d = self._deps
         now = d.clock.now()
         history: list[Message] = []
+        if from_message is not None and session_id is None:
+            raise UsageError("from_message needs the session_id of the session to branch")
         if session_id is None:
             session = SessionInfo(
                 id=d.ids.new_id("ses"),
@@ -66,11 +136,7 @@ class RunService:
                 title=message.strip().splitlines()[0][:120],
             )
         else:
-            found = await d.store.get_session(session_id)
-            if found is None:
-                raise SessionNotFound(session_id)
-            session = found
-            history = await d.store.active_path(session_id)
+            session, history = await self._history(session_id, from_message)
         run_info = RunInfo(
             id=d.ids.new_id("run"),
             session_id=session.id,
@@ -87,8 +153,14 @@ class RunService:
             run_info=run_info,
             history=history,
         )
+        loops: list[AgentLoop] = []  # the compact tool reaches the loop built below
+
+        def request_compaction() -> object:
+            return loops[0].request_compaction()
+
+        registry = ToolRegistry([*d.registry.tools(), compact_tool(request_compaction)])
         pipeline = ToolPipeline(
-            registry=d.registry,
+            registry=registry,
             approver=d.approver,
             policy=d.permissions,
             grants=self._grants.setdefault(session.id, SessionGrants()),
@@ -97,18 +169,21 @@ class RunService:
             max_result_chars=d.max_result_chars,
         )
         system = assemble_system_prompt(
-            tools=d.registry.specs(),
+            tools=registry.specs(),
             instructions=d.context.instructions(),
             environment=d.context.environment(),
         )
         loop = AgentLoop(
             provider=d.provider,
-            registry=d.registry,
+            registry=registry,
             pipeline=pipeline,
             system=system,
             settings=d.settings,
             tool_context=ToolContext(fs=d.fs, session_id=session.id, run_id=run_info.id),
+            context=self._context_window(system, registry, session.id),
         )
+        loops.append(loop)
+        run.set_compaction_hook(loop.request_compaction)
         task = asyncio.create_task(
             loop.run(recorder, message, resumed=session_id is not None),
             name=f"soong-run-{run_info.id}",

@@ -93,14 +93,28 @@ class ToolResultEvent(_Event):
     duration_ms: float = 0.0
 
 
+class ContextMeasured(_Event):
+    """The size of the context before a model call, against the budget (CTX-4)."""
+
+    type: Literal["context"] = "context"
+    system_tokens: int
+    non_system_tokens: int
+    non_system_budget: int
+    compact_trigger: int
+    window: int
+    exact: bool = True
+
+
 class CompactionEvent(_Event):
-    """The context was compacted."""
+    """The context was compacted; `dropped` names the message ranges replaced or stubbed."""
 
     type: Literal["compaction"] = "compaction"
     strategy: str
     tokens_before: int
     tokens_after: int
     dropped: list[str] = Field(default_factory=list)
+    trigger: str = "budget"
+    rungs_failed: list[str] = Field(default_factory=list)
 
 
 class ChildAgentEvent(_Event):
@@ -149,6 +163,7 @@ RunEvent = Annotated[
     | PermissionAsked
     | PermissionDecided
     | ToolResultEvent
+    | ContextMeasured
     | CompactionEvent
     | ChildAgentEvent
     | ErrorEvent

@@ -152,7 +152,10 @@ async def test_symlink_inside_the_project_is_followed(fs: LocalFileSystem, proje
     assert await fs.read_bytes("alias.txt") == b"real"
     await fs.write_text("alias.txt", "changed")
     assert (project / "real.txt").read_text() == "changed"
-    assert (await fs.glob("*.txt", base=".", limit=10)).items == ["alias.txt", "real.txt"]
+    # ripgrep never follows symlinks: glob lists the real file only, grep searches it once.
+    assert (await fs.glob("*.txt", base=".", limit=10)).items == ["real.txt"]
+    matches, _ = await fs.grep("changed", base=".", glob=None, limit=10, ignore_case=False)
+    assert [m.path for m in matches] == ["real.txt"]
 
 
 async def test_symlinked_parent_directory_is_refused(
@@ -547,4 +550,313 @@ def test_low_level_open_refuses_a_symlink_swapped_in(
     _swap_for_symlink(project / "victim.txt", outside / "secret.txt")()
     with pytest.raises(SandboxViolation):
         safe_io.open_beneath(fs.root, ["victim.txt"], safe_io.WRITE_FLAGS, display="victim.txt")
+    assert (outside / "secret.txt").read_text() == OUTSIDE_TEXT
+
+
+# --- kernel aliases: /proc and /dev ----------------------------------------------------------
+
+
+def _snapshot(*folders: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for folder in folders for p in folder.rglob("*") if p.is_file()}
+
+
+async def _refused_everywhere(fs: LocalFileSystem, path: str) -> None:
+    """`path` can be neither read, sized, written, checked, tested, listed nor searched."""
+    with pytest.raises(SandboxViolation):
+        await fs.read_bytes(path)
+    with pytest.raises(SandboxViolation):
+        await fs.file_size(path)
+    with pytest.raises(SandboxViolation):
+        await fs.write_text(path, "pwned")
+    with pytest.raises(SandboxViolation):
+        fs.check_write(path)
+    with pytest.raises(SandboxViolation):
+        fs.check_read(path)
+    with pytest.raises(SandboxViolation):
+        await fs.exists(path)
+
+
+async def test_proc_self_root_aliases_are_refused(
+    fs: LocalFileSystem, project: Path, outside: Path
+) -> None:
+    (project / "inside.txt").write_text("inside")
+    before = _snapshot(project, outside)
+    for target in [outside / "secret.txt", outside / "new.txt", project / "inside.txt"]:
+        await _refused_everywhere(fs, f"/proc/self/root{target}")
+        await _refused_everywhere(fs, f"/proc/{os.getpid()}/root{target}")
+    with pytest.raises(SandboxViolation):
+        await fs.list_dir(f"/proc/self/root{project}", limit=10)
+    with pytest.raises(SandboxViolation):
+        await fs.glob("*", base=f"/proc/self/root{project}", limit=10)
+    with pytest.raises(SandboxViolation):
+        await fs.grep("x", base=f"/proc/self/root{outside}", glob=None, limit=10, ignore_case=True)
+    assert _snapshot(project, outside) == before
+    assert not (outside / "new.txt").exists()
+
+
+async def test_proc_self_cwd_is_refused(
+    fs: LocalFileSystem, project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / "inside.txt").write_text("inside")
+    for cwd, name in [(project, "inside.txt"), (outside, "secret.txt"), (outside, "made.txt")]:
+        monkeypatch.chdir(cwd)
+        await _refused_everywhere(fs, f"/proc/self/cwd/{name}")
+        await _refused_everywhere(fs, f"/proc/{os.getpid()}/cwd/{name}")
+    assert (project / "inside.txt").read_text() == "inside"
+    assert (outside / "secret.txt").read_text() == OUTSIDE_TEXT
+    assert not (outside / "made.txt").exists()
+
+
+async def test_fd_aliases_are_refused(fs: LocalFileSystem, project: Path, outside: Path) -> None:
+    (project / "inside.txt").write_text("inside")
+    fds = [
+        os.open(outside / "secret.txt", os.O_RDWR),
+        os.open(project / "inside.txt", os.O_RDWR),
+    ]
+    try:
+        for fd in fds:
+            for alias in (f"/dev/fd/{fd}", f"/proc/self/fd/{fd}", f"/proc/thread-self/fd/{fd}"):
+                await _refused_everywhere(fs, alias)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    for device in ["/dev/null", "/dev/zero", "/dev/stdin", "/sys/kernel"]:
+        await _refused_everywhere(fs, device)
+    assert (outside / "secret.txt").read_text() == OUTSIDE_TEXT
+    assert (project / "inside.txt").read_text() == "inside"
+
+
+async def test_symlink_into_proc_is_refused(
+    fs: LocalFileSystem, project: Path, outside: Path
+) -> None:
+    (project / "escape").symlink_to(f"/proc/self/root{outside}")
+    (project / "fdlink").symlink_to("/dev/fd/0")
+    for path in ["escape/secret.txt", "escape/new.txt", "fdlink"]:
+        await _refused_everywhere(fs, path)
+    assert (outside / "secret.txt").read_text() == OUTSIDE_TEXT
+    assert not (outside / "new.txt").exists()
+    assert (await fs.glob("**/*", base=".", limit=10)).items == []
+    matches, _ = await fs.grep("outside", base=".", glob=None, limit=10, ignore_case=False)
+    assert matches == []
+
+
+# --- check_read / check_write for run_command --------------------------------------------------
+
+
+def test_check_read_and_check_write_share_the_policy(
+    home_fs: LocalFileSystem, home: Path, outside: Path
+) -> None:
+    assert home_fs.check_read("app/main.py") == os.path.realpath(home / "app" / "main.py")
+    assert home_fs.check_read(".") == os.path.realpath(home)
+    assert home_fs.check_read("app") == os.path.realpath(home / "app")
+    assert home_fs.check_read("not-yet/there.txt") == os.path.realpath(home) + "/not-yet/there.txt"
+    assert home_fs.check_write("app/new.py") == os.path.realpath(home / "app" / "new.py")
+    for path in [".env", "app/.env", "~/.ssh/id_rsa", ".ssh", str(outside), "../outside"]:
+        with pytest.raises(SandboxViolation):
+            home_fs.check_read(path)
+        with pytest.raises(SandboxViolation):
+            home_fs.check_write(path)
+    assert not (home / "app" / "new.py").exists()
+
+
+# --- the soong-agent home's files --------------------------------------------------------------
+
+
+@pytest.fixture
+def agent_home(project: Path) -> Path:
+    """A SOONG_AGENT_HOME inside the project, as the config loader expands it (absolute)."""
+    home = project / ".soong-agent"
+    home.mkdir()
+    (home / "config.toml").write_text('[model]\napi_key_env = "TOKEN_VAR"\n')
+    for name in ["sessions.sqlite", "sessions.sqlite-wal", "sessions.sqlite-shm"]:
+        (home / name).write_text(f"{name} TOKEN_VAR data\n")
+    (home / "notes.md").write_text("TOKEN_VAR is fine here\n")
+    (project / "config.toml").write_text("TOKEN_VAR project config\n")
+    return home
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".soong-agent/config.toml",
+        ".soong-agent/sessions.sqlite",
+        ".soong-agent/sessions.sqlite-wal",
+        ".soong-agent/sessions.sqlite-shm",
+        ".soong-agent/sessions.sqlite-journal",
+        "./.soong-agent/../.soong-agent/config.toml",
+    ],
+)
+async def test_agent_home_files_inside_the_project_are_sensitive(
+    project: Path, agent_home: Path, path: str
+) -> None:
+    fs = LocalFileSystem(
+        project=project,
+        sensitive=[f"{agent_home}/config.toml", f"{agent_home}/sessions.sqlite"],
+    )
+    before = _snapshot(project)
+    await _refused_everywhere(fs, path)
+    await _refused_everywhere(fs, str(project / path))
+    assert _snapshot(project) == before
+    assert not (agent_home / "sessions.sqlite-journal").exists()
+    listed, _ = await fs.list_dir(".soong-agent", limit=10)
+    assert [entry.path for entry in listed] == [".soong-agent/notes.md"]
+    globbed = await fs.glob("**/*", base=".", limit=50)
+    assert globbed.items == [".soong-agent/notes.md", "config.toml"]
+    matches, _ = await fs.grep("TOKEN_VAR", base=".", glob=None, limit=50, ignore_case=False)
+    assert sorted(m.path for m in matches) == [".soong-agent/notes.md", "config.toml"]
+    in_home, _ = await fs.grep("TOKEN", base=".soong-agent", glob=None, limit=50, ignore_case=True)
+    assert [m.path for m in in_home] == [".soong-agent/notes.md"]
+
+
+async def test_sensitive_home_symlinked_into_the_project(tmp_path: Path, project: Path) -> None:
+    home = tmp_path / "agent-home"
+    home.mkdir()
+    (home / "config.toml").write_text("secret config")
+    (project / "home-link").symlink_to(home, target_is_directory=True)
+    (project / "cfg").symlink_to(home / "config.toml")
+    fs = LocalFileSystem(
+        project=project, write_roots=[project, home], sensitive=[f"{home}/config.toml"]
+    )
+    for path in ["home-link/config.toml", "cfg", str(home / "config.toml")]:
+        with pytest.raises(SandboxViolation):
+            await fs.read_bytes(path)
+        with pytest.raises(SandboxViolation):
+            await fs.write_text(path, "pwned")
+    assert (home / "config.toml").read_text() == "secret config"
+
+
+# --- hard links to sensitive files --------------------------------------------------------------
+
+
+async def test_hard_link_to_a_sensitive_file_is_neither_read_nor_listed(
+    tmp_path: Path, project: Path
+) -> None:
+    user_home = tmp_path / "user-home"
+    (user_home / ".ssh").mkdir(parents=True)
+    (user_home / ".ssh" / "id_ed25519").write_text("PRIVATE KEY material\n")
+    (user_home / "agent").mkdir()
+    (user_home / "agent" / "config.toml").write_text("config PRIVATE\n")
+    os.link(user_home / ".ssh" / "id_ed25519", project / "innocent.txt")
+    os.link(user_home / "agent" / "config.toml", project / "settings.txt")
+    (project / "plain.txt").write_text("PRIVATE but ordinary\n")
+    fs = LocalFileSystem(
+        project=project,
+        home_dir=user_home,
+        sensitive=["~/.ssh", f"{user_home}/agent/config.toml"],
+    )
+    before = _snapshot(project, user_home)
+    for path in ["innocent.txt", "settings.txt"]:
+        with pytest.raises(SandboxViolation):
+            await fs.read_bytes(path)
+        with pytest.raises(SandboxViolation):
+            await fs.file_size(path)
+        with pytest.raises(SandboxViolation):
+            fs.check_read(path)
+        with pytest.raises(SandboxViolation):
+            await fs.write_text(path, "pwned")
+        with pytest.raises(SandboxViolation):
+            await fs.grep("PRIVATE", base=path, glob=None, limit=10, ignore_case=False)
+    entries, _ = await fs.list_dir(".", limit=10)
+    assert [entry.path for entry in entries] == ["plain.txt"]
+    assert (await fs.glob("*", base=".", limit=10)).items == ["plain.txt"]
+    matches, _ = await fs.grep("PRIVATE", base=".", glob=None, limit=10, ignore_case=False)
+    assert [m.path for m in matches] == ["plain.txt"]
+    assert _snapshot(project, user_home) == before
+
+
+async def test_ordinary_hard_links_stay_readable(fs: LocalFileSystem, project: Path) -> None:
+    (project / "a.txt").write_text("shared")
+    os.link(project / "a.txt", project / "b.txt")
+    assert await fs.read_bytes("b.txt") == b"shared"
+    assert (await fs.glob("*.txt", base=".", limit=10)).items == ["a.txt", "b.txt"]
+    with pytest.raises(SandboxViolation):  # writes still refuse any file with two names
+        await fs.write_text("b.txt", "changed")
+    assert (project / "a.txt").read_text() == "shared"
+
+
+# --- sensitive files through every tool -----------------------------------------------------------
+
+
+async def test_recursive_grep_over_a_folder_with_env_returns_no_env_line(
+    home_fs: LocalFileSystem, home: Path
+) -> None:
+    (home / "app" / ".env.test").write_text("token=from-env-test\n")
+    (home / "app" / "sub").mkdir()
+    (home / "app" / "sub" / ".env").write_text("token=deep\n")
+    for base in ["app", ".", "app/sub"]:
+        for glob in [None, ".env*", "*"]:
+            matches, _ = await home_fs.grep(
+                "token", base=base, glob=glob, limit=50, ignore_case=True
+            )
+            assert all(".env" not in m.path and "from-env" not in m.line for m in matches)
+            assert all("deep" not in m.line and "API_KEY" not in m.line for m in matches)
+    listing = await home_fs.glob("**/.env*", base=".", limit=50)
+    assert listing.items == []
+    everything = await home_fs.glob("**", base="app", limit=50)
+    assert everything.items == ["app/main.py"]
+
+
+async def test_sensitive_files_survive_an_edit_style_read_then_write(
+    home_fs: LocalFileSystem, home: Path
+) -> None:
+    before = _snapshot(home)
+    for path in [".env", "app/.env", ".ssh/id_rsa"]:
+        with pytest.raises(SandboxViolation):
+            text = (await home_fs.read_bytes(path)).decode()
+            await home_fs.write_text(path, text.replace("token", "pwned"))
+        with pytest.raises(SandboxViolation):  # a blind write is refused as well
+            await home_fs.write_text(path, "pwned")
+    assert _snapshot(home) == before
+
+
+async def test_policy_filters_what_ripgrep_does_not_exclude(project: Path) -> None:
+    """An absolute sensitive folder is not passed to ripgrep; the policy still drops it."""
+    (project / "private").mkdir()
+    (project / "private" / "data.txt").write_text("needle secret\n")
+    (project / "public.txt").write_text("needle public\n")
+    fs = LocalFileSystem(project=project, sensitive=[str(project / "private")])
+    matches, _ = await fs.grep("needle", base=".", glob=None, limit=10, ignore_case=False)
+    assert [(m.path, m.line) for m in matches] == [("public.txt", "needle public")]
+    assert (await fs.glob("**/*.txt", base=".", limit=10)).items == ["public.txt"]
+    with pytest.raises(SandboxViolation):
+        await fs.glob("*", base="private", limit=10)
+    with pytest.raises(SandboxViolation):
+        await fs.glob("private/*", base=".", limit=10)
+
+
+# --- races during glob and grep -------------------------------------------------------------------
+
+
+async def test_folder_swapped_for_symlink_while_searching_is_not_reported(
+    fs: LocalFileSystem, project: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ripgrep reports a file, then its folder becomes a symlink out: the re-check drops it."""
+    (project / "sub").mkdir()
+    (project / "sub" / "secret.txt").write_text(OUTSIDE_TEXT)  # same name and text as outside
+    from soong_agent.adapters.sandbox import local_fs, ripgrep
+
+    real_run = ripgrep.run_rg
+
+    async def swapping_run(*args: object, **kwargs: object) -> object:
+        consume = kwargs["consume"]
+        swapped: list[bool] = []
+
+        def swap_then_consume(record: bytes) -> bool:
+            if not swapped:
+                _swap_for_symlink(project / "sub", outside)()
+                swapped.append(True)
+            return consume(record)  # type: ignore[operator,no-any-return]
+
+        kwargs["consume"] = swap_then_consume
+        return await real_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(local_fs, "run_rg", swapping_run)
+    matches, _ = await fs.grep("outside", base=".", glob=None, limit=10, ignore_case=False)
+    assert matches == []
+    assert (project / "sub").is_symlink()
+    (project / "sub").unlink()
+    (project / "sub").mkdir()
+    (project / "sub" / "secret.txt").write_text(OUTSIDE_TEXT)
+    listing = await fs.glob("**/*.txt", base=".", limit=10)
+    assert listing.items == []
     assert (outside / "secret.txt").read_text() == OUTSIDE_TEXT

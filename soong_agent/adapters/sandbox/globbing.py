@@ -1,4 +1,4 @@
-"""Glob patterns for the sandbox walks: ``*``, ``?``, ``[...]``, ``{a,b}`` and ``**``.
+"""Glob patterns for `glob` and `grep`: ``*``, ``?``, ``[...]``, ``{a,b}`` and ``**``.
 
 Patterns are matched against posix paths relative to a base folder. ``*`` and ``?`` never cross a
 ``/``; a whole ``**`` segment stands for zero or more folders (or, at the end, everything below).
@@ -183,6 +183,22 @@ def compile_glob(pattern: str) -> GlobMatcher:
     return GlobMatcher(
         pattern=pattern, regex=regex, literal_prefix=tuple(common), max_depth=max_depth
     )
+
+
+def last_segments(pattern: str) -> list[str] | None:
+    """The last segment of every expansion of `pattern`, or None when one of them is ``**``.
+
+    A file matches `pattern` only if its base name matches one of these, so they can pre-filter
+    a walk by base name (the full pattern is still checked afterwards).
+    """
+    out: list[str] = []
+    for expansion in expand_braces(pattern):
+        segments = _split(expansion)
+        if not segments or segments[-1] == "**":
+            return None
+        if segments[-1] not in out:
+            out.append(segments[-1])
+    return out
 
 
 def compile_filter(pattern: str) -> tuple[GlobMatcher, bool]:

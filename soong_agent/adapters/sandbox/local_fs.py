@@ -3,38 +3,56 @@
 Every path is resolved and checked by the policy, then opened with `safe_io.open_beneath`, which
 walks from the allowed root without following symlinks, so a symlink swapped in between the
 check and the open cannot redirect the access. Reads also compare the opened file's device and
-inode with those seen at the check; writes refuse files with more than one hard link.
+inode with those seen at the check; writes refuse files with more than one hard link, and reads
+refuse a hard link to a file under a literal sensitive path.
 
 Single-file operations do their I/O directly on the event loop: the files are local and small,
 each call is a handful of syscalls taking microseconds, and a thread hop would cost more than it
-saves. `glob` and `grep` walk whole trees, which can take seconds on a big repository, so they run
-in a worker thread (`asyncio.to_thread`) and stop early when the awaiting task is cancelled.
+saves. `glob` and `grep` run the ripgrep binary (`rg`, from the ``ripgrep`` wheel) as an asyncio
+subprocess: it honours ``.gitignore``/``.ignore`` (also outside git repositories), never follows
+symlinks, skips binary and over-2-MiB files, and is killed as soon as the result cap is reached.
+Every path it reports goes through the same policy again before it is returned, so ripgrep can
+never list or show what a read would refuse. There is no pure-Python fallback: without `rg` the
+constructor fails with `RipgrepMissing`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import errno
+import json
 import os
-import re
 import stat
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from soong_agent.adapters.sandbox import safe_io
-from soong_agent.adapters.sandbox.globbing import GlobMatcher, compile_filter, compile_glob
+from soong_agent.adapters.sandbox.globbing import (
+    GlobMatcher,
+    compile_filter,
+    compile_glob,
+    last_segments,
+)
 from soong_agent.adapters.sandbox.paths import PathPolicy, relative_parts
-from soong_agent.ports.errors import SandboxViolation, ToolInputError
+from soong_agent.adapters.sandbox.ripgrep import (
+    COMMON_FLAGS,
+    GREP_MAX_FILESIZE,
+    RgOutcome,
+    exclusion_globs,
+    find_rg,
+    json_text,
+    name_filter,
+    run_rg,
+)
+from soong_agent.ports.errors import RunError, SandboxViolation, ToolInputError
 from soong_agent.ports.filesystem import DirEntry, GrepMatch, Listing
 
-GREP_MAX_FILE_BYTES = 2 * 1024 * 1024
-GREP_BINARY_SNIFF_BYTES = 8 * 1024
+GREP_MAX_FILE_BYTES = 2 * 1024 * 1024  # the same as GREP_MAX_FILESIZE ("2M") for ripgrep
+GREP_BINARY_SNIFF_BYTES = 64 * 1024
 GREP_MAX_LINE_CHARS = 2000
-
-_T = TypeVar("_T")
+REGEX_SYNTAX_NOTE = (
+    "grep runs ripgrep, whose patterns use Rust regex syntax: close to Python's, but without "
+    "look-around ((?=…), (?<=…)) or backreferences (\\1)"
+)
 
 
 def _with_display(exc: OSError, display: str) -> OSError:
@@ -48,13 +66,35 @@ def _error(kind: type[OSError], code: int, display: str) -> OSError:
     return kind(code, os.strerror(code), display)
 
 
+def _below(path: str, top: str) -> str | None:
+    """`path` relative to the folder `top` (posix), or None when it is not strictly below it."""
+    head = top.rstrip("/") + "/"
+    return path[len(head) :] if path.startswith(head) and len(path) > len(head) else None
+
+
+def _mode(path: str) -> int:
+    """The mode of what `path` names (links followed), 0 when nothing is there."""
+    try:
+        return os.stat(path).st_mode
+    except (OSError, ValueError):
+        return 0
+
+
+def _clean_line(text: str) -> str:
+    line = text.removesuffix("\n").removesuffix("\r")
+    if len(line) > GREP_MAX_LINE_CHARS:
+        line = line[:GREP_MAX_LINE_CHARS] + "…"
+    return line
+
+
 class LocalFileSystem:
     """Project files on the local disk, behind the sandbox policy (SBX-1).
 
     Reads are confined to the resolved `project`; writes to `write_roots` (default: the project)
     plus the system temp directory when `allow_tmp_write`; `sensitive` patterns (``.env``,
     ``~/.ssh``, absolute paths; ``~`` is `home_dir` or the user's home) are never read, written,
-    listed or searched.
+    listed or searched. `rg_path` names the ripgrep binary; by default it is looked up next to
+    the interpreter, then in the ``ripgrep`` wheel's files, then on ``PATH`` (`find_rg`).
     """
 
     def __init__(
@@ -65,6 +105,7 @@ class LocalFileSystem:
         sensitive: Sequence[str] = (),
         allow_tmp_write: bool = False,
         home_dir: Path | None = None,
+        rg_path: str | None = None,
     ) -> None:
         self._policy = PathPolicy(
             project=project,
@@ -72,6 +113,12 @@ class LocalFileSystem:
             sensitive=sensitive,
             allow_tmp_write=allow_tmp_write,
             home_dir=home_dir,
+        )
+        self._rg = find_rg(rg_path)
+        # Sensitive name patterns are excluded inside ripgrep too (the policy still filters
+        # every result), so it does not even open a .env file.
+        self._rg_excludes = exclusion_globs(
+            [rule.pattern.strip() for rule in self._policy.rules if rule.name_glob is not None]
         )
 
     # --- plain properties ------------------------------------------------------------------
@@ -89,6 +136,27 @@ class LocalFileSystem:
     def display_path(self, path: str) -> str:
         """`path` relative to the project when inside it, else absolute."""
         return self._policy.display(path)
+
+    @property
+    def rg_path(self) -> str:
+        """The ripgrep binary that `glob` and `grep` run."""
+        return self._rg
+
+    def check_read(self, path: str) -> str:
+        """The resolved absolute path if reading `path` is allowed; else raise SandboxViolation.
+
+        The same policy as every read tool: inside the project, not sensitive (nor a hard link
+        to a sensitive file), not under /proc, /dev or /sys. For `run_command`'s working
+        directory and path-like arguments.
+        """
+        resolved = self._policy.check_read(path)
+        try:
+            st = os.stat(resolved, follow_symlinks=False)
+        except OSError:
+            return resolved
+        if self._is_sensitive_link(st):
+            raise self._sensitive_link_violation(path, "read of")
+        return resolved
 
     def check_write(self, path: str) -> str:
         """The resolved absolute path if a write there is allowed; else raise SandboxViolation."""
@@ -132,32 +200,43 @@ class LocalFileSystem:
         return entries[: max(limit, 0)], len(entries) > max(limit, 0)
 
     async def glob(self, pattern: str, *, base: str, limit: int) -> Listing:
-        """Project-relative posix paths of files under `base` matching `pattern`, sorted."""
-        return await self._in_thread(lambda stop: self._glob(pattern, base, limit, stop))
+        """Project-relative posix paths of files under `base` matching `pattern`.
+
+        In path order (folder by folder, names sorted); ignored files (``.gitignore``,
+        ``.ignore``), symlinks, `ripgrep.EXCLUDED_DIRS` and sensitive paths are left out.
+        `truncated` says more than `limit` files matched.
+        """
+        return await self._glob(pattern, base, limit)
 
     async def grep(
         self, pattern: str, *, base: str, glob: str | None, limit: int, ignore_case: bool
     ) -> tuple[list[GrepMatch], bool]:
-        """Lines matching the regex `pattern` in text files under `base` (or the file `base`)."""
-        return await self._in_thread(
-            lambda stop: self._grep(pattern, base, glob, limit, ignore_case, stop)
-        )
+        """Lines matching the regex `pattern` (Rust regex syntax) under `base` (or the file).
+
+        Binary files, files over 2 MiB, ignored files, symlinks and sensitive paths are not
+        searched or not reported; at most `limit` matches, and whether there were more.
+        """
+        return await self._grep(pattern, base, glob, limit, ignore_case)
 
     # --- helpers ---------------------------------------------------------------------------
-
-    @staticmethod
-    async def _in_thread(work: Callable[[threading.Event], _T]) -> _T:
-        stop = threading.Event()
-        try:
-            return await asyncio.to_thread(work, stop)
-        except asyncio.CancelledError:
-            stop.set()  # the worker thread notices and ends its walk
-            raise
 
     def _hard_link_violation(self, path: str) -> SandboxViolation:
         return SandboxViolation(
             f"write to {self.display_path(path)!r} refused: the file has more than one hard "
             "link, and another name for it may lie outside the sandbox"
+        )
+
+    def _sensitive_link_violation(self, path: str, action: str) -> SandboxViolation:
+        return SandboxViolation(
+            f"{action} {self.display_path(path)!r} refused: it is a hard link to a sensitive "
+            "file, which is never read, written or listed"
+        )
+
+    def _is_sensitive_link(self, st: os.stat_result) -> bool:
+        return (
+            stat.S_ISREG(st.st_mode)
+            and st.st_nlink > 1
+            and self._policy.is_sensitive_inode(st.st_dev, st.st_ino)
         )
 
     def _open_in_project(self, resolved: str, flags: int, display: str) -> int:
@@ -191,6 +270,8 @@ class LocalFileSystem:
                     f"read of {display!r} refused: the file was replaced between the check "
                     "and the open"
                 )
+            if self._is_sensitive_link(after):
+                raise self._sensitive_link_violation(path, "read of")
             if max_bytes is not None and max_bytes <= 0:
                 return b""
             return safe_io.read_all(fd, max_bytes)
@@ -207,6 +288,8 @@ class LocalFileSystem:
             os.close(fd)
         if stat.S_ISDIR(st.st_mode):
             raise _error(IsADirectoryError, errno.EISDIR, display)
+        if self._is_sensitive_link(st):
+            raise self._sensitive_link_violation(path, "read of")
         return st.st_size
 
     def _write_text(self, path: str, text: str) -> None:
@@ -243,6 +326,7 @@ class LocalFileSystem:
         fd = self._open_in_project(resolved, safe_io.DIR_FLAGS, display)
         prefix = "" if resolved == self._policy.project else self._policy.relative(resolved) + "/"
         out: list[DirEntry] = []
+        guard = self._guard()
         try:
             if not stat.S_ISDIR(os.fstat(fd).st_mode):
                 raise _error(NotADirectoryError, errno.ENOTDIR, display)
@@ -251,15 +335,23 @@ class LocalFileSystem:
                     absolute = f"{resolved.rstrip('/')}/{entry.name}"
                     if self._policy.entry_is_sensitive(absolute, entry.name):
                         continue
-                    is_dir, size = self._describe(entry, absolute)
+                    described = self._describe(entry, absolute, guard)
+                    if described is None:
+                        continue
+                    is_dir, size = described
                     out.append(DirEntry(path=prefix + entry.name, is_dir=is_dir, size=size))
         finally:
             os.close(fd)
         out.sort(key=lambda item: item.path)
         return out
 
-    def _describe(self, entry: os.DirEntry[str], absolute: str) -> tuple[bool, int]:
-        """(is_dir, size) of a listed entry; a symlink counts only if its target is readable."""
+    def _describe(
+        self, entry: os.DirEntry[str], absolute: str, guard: _LinkGuard
+    ) -> tuple[bool, int] | None:
+        """(is_dir, size) of a listed entry, None to leave it out (a hard link to a secret).
+
+        A symlink counts only if its target is readable.
+        """
         try:
             if entry.is_symlink():
                 target = self._policy.check_read(absolute)
@@ -268,12 +360,16 @@ class LocalFileSystem:
                 st = entry.stat(follow_symlinks=False)
         except (OSError, SandboxViolation):
             return False, 0
+        if guard.is_sensitive_link(st):
+            return None
         if stat.S_ISDIR(st.st_mode):
             return True, 0
         return False, st.st_size
 
-    def _prune(self, absolute: str, name: str) -> bool:
-        return self._policy.entry_is_sensitive(absolute, name)
+    def _guard(self) -> _LinkGuard:
+        return _LinkGuard(self._policy)
+
+    # --- glob and grep (ripgrep) -----------------------------------------------------------
 
     def _walk_top(self, base: str, display: str) -> str:
         """The resolved folder `base`, checked for reading."""
@@ -285,36 +381,6 @@ class LocalFileSystem:
         if not stat.S_ISDIR(st.st_mode):
             raise _error(NotADirectoryError, errno.ENOTDIR, display)
         return resolved
-
-    def _glob(self, pattern: str, base: str, limit: int, stop: threading.Event) -> Listing:
-        base_display = self.display_path(base)
-        base_resolved = self._walk_top(base, base_display)
-        matcher = compile_glob(self._relative_pattern(pattern, base, base_resolved))
-        top = base_resolved
-        depth = matcher.max_depth
-        if matcher.literal_prefix:
-            prefix_path = os.path.join(base_resolved, *matcher.literal_prefix)
-            top = self._policy.check_read(prefix_path, action="search of")
-            if not os.path.isdir(top):
-                return Listing(items=[], truncated=False)
-            if depth is not None:
-                depth -= len(matcher.literal_prefix)
-        lex_prefix = "".join(part + "/" for part in matcher.literal_prefix)
-        out_prefix = "" if top == self._policy.project else self._policy.relative(top) + "/"
-        items: list[str] = []
-        truncated = False
-        walk = safe_io.walk_files(top, prune=self._prune, max_depth=depth, stop=stop)
-        with contextlib.closing(walk) as files:
-            for found in files:
-                if not matcher.matches(lex_prefix + found.rel):
-                    continue
-                if found.is_symlink and not self._link_target_is_file(top, found.rel):
-                    continue
-                if len(items) >= limit:
-                    truncated = True
-                    break
-                items.append(out_prefix + found.rel)
-        return Listing(items=items, truncated=truncated)
 
     def _relative_pattern(self, pattern: str, base: str, base_resolved: str) -> str:
         """`pattern` relative to the base; an absolute one must lie below the base."""
@@ -329,96 +395,227 @@ class LocalFileSystem:
             f"{self.display_path(base)!r}; give it relative to the base"
         )
 
-    def _link_target_is_file(self, top: str, rel: str) -> bool:
-        try:
-            target = self._policy.check_read(f"{top.rstrip('/')}/{rel}")
-            return os.path.isfile(target)
-        except (SandboxViolation, ToolInputError, OSError):
-            return False
+    def _reportable(self, absolute: str, guard: _LinkGuard) -> str | None:
+        """The project-relative path of a file ripgrep reported, if the policy lets it out.
 
-    def _grep(
-        self,
-        pattern: str,
-        base: str,
-        glob: str | None,
-        limit: int,
-        ignore_case: bool,
-        stop: threading.Event,
-    ) -> tuple[list[GrepMatch], bool]:
+        Re-checked here whatever ripgrep did: inside the project, not sensitive, no symlink
+        anywhere on the way (ripgrep follows none, so one now means a swap), a regular file,
+        not a hard link to a sensitive file.
+        """
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
-            raise ToolInputError(f"invalid regular expression {pattern!r}: {exc}") from None
-        file_filter: tuple[GlobMatcher, bool] | None = compile_filter(glob) if glob else None
+            resolved = self._policy.check_read(absolute, action="listing of")
+        except (SandboxViolation, ToolInputError, ValueError, OSError):
+            return None
+        if resolved != absolute:
+            return None
+        try:
+            st = os.stat(absolute, follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or guard.is_sensitive_link(st):
+            return None
+        return self._policy.relative(resolved)
+
+    async def _glob(self, pattern: str, base: str, limit: int) -> Listing:
+        base_display = self.display_path(base)
+        base_resolved = self._walk_top(base, base_display)
+        relative_pattern = self._relative_pattern(pattern, base, base_resolved)
+        matcher = compile_glob(relative_pattern)
+        top = base_resolved
+        depth = matcher.max_depth
+        if matcher.literal_prefix:
+            top = self._policy.check_read(
+                os.path.join(base_resolved, *matcher.literal_prefix), action="search of"
+            )
+            if not stat.S_ISDIR(_mode(top)):
+                return Listing(items=[], truncated=False)
+            if depth is not None:
+                depth -= len(matcher.literal_prefix)
+        lex_prefix = "".join(part + "/" for part in matcher.literal_prefix)
+        args = ["--files", "--null", *COMMON_FLAGS]
+        if depth is not None:
+            args.append(f"--max-depth={max(depth, 1)}")
+        args += self._name_prefilter(relative_pattern)
+        args += [*self._rg_excludes, "--", top]
+
+        items: list[str] = []
+        truncated = False
+        guard = self._guard()
+
+        def consume(record: bytes) -> bool:
+            nonlocal truncated
+            absolute = os.fsdecode(record)
+            rel = _below(absolute, top)
+            if rel is None or not matcher.matches(lex_prefix + rel):
+                return True
+            shown = self._reportable(absolute, guard)
+            if shown is None:
+                return True
+            if len(items) >= limit:
+                truncated = True
+                return False
+            items.append(shown)
+            return True
+
+        outcome = await run_rg(
+            self._rg, args, separator=b"\0", consume=consume, cwd=self._policy.project
+        )
+        if outcome.returncode not in (0, 1, None) and outcome.records == 0 and outcome.stderr:
+            raise RunError(f"glob {pattern!r} failed: ripgrep said: {outcome.stderr}")
+        return Listing(items=items, truncated=truncated)
+
+    @staticmethod
+    def _name_prefilter(pattern: str) -> list[str]:
+        """Arguments letting through only the base names `pattern` can match (or none)."""
+        return name_filter(last_segments(pattern))
+
+    async def _grep(
+        self, pattern: str, base: str, glob: str | None, limit: int, ignore_case: bool
+    ) -> tuple[list[GrepMatch], bool]:
+        if "\x00" in pattern:
+            raise ToolInputError("the grep pattern contains a NUL character")
+        file_filter = compile_filter(glob) if glob else None
         display = self.display_path(base)
         resolved = self._policy.check_read(base, action="search of")
         try:
             st = os.stat(resolved)
         except OSError as exc:
             raise _with_display(exc, display) from None
+        args = ["--json", *COMMON_FLAGS, f"--max-filesize={GREP_MAX_FILESIZE}", "--crlf"]
+        if ignore_case:
+            args.append("--ignore-case")
+        if stat.S_ISDIR(st.st_mode):
+            if glob:
+                args += self._name_prefilter(glob)
+            args += [*self._rg_excludes, f"--regexp={pattern}", "--", resolved]
+            return await self._run_grep(
+                pattern, args, limit, stdin=None, top=resolved, file_filter=file_filter
+            )
+        # One file, searched whatever the glob says. It is opened here (no symlink followed)
+        # and handed to ripgrep as stdin, so what is searched is exactly what was checked.
+        fd = self._open_in_project(resolved, safe_io.READ_FLAGS, display)
+        try:
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
+                raise ToolInputError(f"{display!r} is not a regular file")
+            if self._guard().is_sensitive_link(opened):
+                raise self._sensitive_link_violation(base, "search of")
+            if opened.st_size > GREP_MAX_FILE_BYTES:
+                return [], False
+            if b"\x00" in os.pread(fd, GREP_BINARY_SNIFF_BYTES, 0):
+                return [], False
+            args += [f"--regexp={pattern}", "--", "-"]
+            return await self._run_grep(
+                pattern, args, limit, stdin=fd, fixed=self._policy.relative(resolved)
+            )
+        finally:
+            os.close(fd)
+
+    async def _run_grep(
+        self,
+        pattern: str,
+        args: list[str],
+        limit: int,
+        *,
+        stdin: int | None,
+        top: str = "",
+        file_filter: tuple[GlobMatcher, bool] | None = None,
+        fixed: str | None = None,
+    ) -> tuple[list[GrepMatch], bool]:
         matches: list[GrepMatch] = []
-        if not stat.S_ISDIR(st.st_mode):  # one file, searched whatever the glob says
-            fd = self._open_in_project(resolved, safe_io.READ_FLAGS, display)
-            text = _grep_text(fd)
-            truncated = _search(regex, text, self._policy.relative(resolved), matches, limit)
-            return matches, truncated
-        out_prefix = "" if resolved == self._policy.project else self._policy.relative(resolved)
-        out_prefix = out_prefix + "/" if out_prefix else ""
-        walk = safe_io.walk_files(resolved, prune=self._prune, stop=stop)
-        with contextlib.closing(walk) as files:
-            for found in files:
-                if found.is_symlink:  # its target, if inside the project, is searched itself
-                    continue
-                if file_filter is not None:
-                    matcher, on_name = file_filter
-                    if not matcher.matches(found.name if on_name else found.rel):
-                        continue
-                try:
-                    fd = os.open(
-                        found.name,
-                        safe_io.READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC,
-                        dir_fd=found.dir_fd,
-                    )
-                except OSError:
-                    continue
-                text = _grep_text(fd)
-                if _search(regex, text, out_prefix + found.rel, matches, limit):
-                    return matches, True
-        return matches, False
+        truncated = False
+        saw_summary = False
+        guard = self._guard()
+        verdicts: dict[str, str | None] = {}
 
+        def reportable(absolute: str) -> str | None:
+            if absolute not in verdicts:
+                verdicts[absolute] = self._grep_verdict(absolute, top, file_filter, guard)
+            return verdicts[absolute]
 
-def _grep_text(fd: int) -> str | None:
-    """The decoded text of the open file `fd` (closed here), or None to skip it."""
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > GREP_MAX_FILE_BYTES:
-            return None
-        data = safe_io.read_all(fd, GREP_MAX_FILE_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > GREP_MAX_FILE_BYTES or b"\x00" in data[:GREP_BINARY_SNIFF_BYTES]:
-        return None
-    return data.decode("utf-8", errors="replace")
-
-
-def _search(
-    regex: re.Pattern[str], text: str | None, path: str, out: list[GrepMatch], limit: int
-) -> bool:
-    """Append the matching lines of `text` to `out`; True when `limit` was exceeded."""
-    if text is None:
-        return False
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for number, raw in enumerate(lines, start=1):
-        line = raw.removesuffix("\r")
-        if regex.search(line) is None:
-            continue
-        if len(out) >= limit:
+        def consume(record: bytes) -> bool:
+            nonlocal truncated, saw_summary
+            try:
+                message = json.loads(record)
+            except ValueError:
+                return True
+            if not isinstance(message, dict):
+                return True
+            kind = message.get("type")
+            if kind == "summary":
+                saw_summary = True
+                return True
+            data = message.get("data")
+            if kind != "match" or not isinstance(data, dict):
+                return True
+            if fixed is not None:
+                shown: str | None = fixed
+            else:
+                absolute = json_text(data.get("path"), path=True)
+                shown = reportable(absolute) if absolute is not None else None
+            number = data.get("line_number")
+            line = json_text(data.get("lines"))
+            if shown is None or not isinstance(number, int) or line is None:
+                return True
+            if len(matches) >= limit:
+                truncated = True
+                return False
+            matches.append(GrepMatch(path=shown, line_number=number, line=_clean_line(line)))
             return True
-        if len(line) > GREP_MAX_LINE_CHARS:
-            line = line[:GREP_MAX_LINE_CHARS] + "…"
-        out.append(GrepMatch(path=path, line_number=number, line=line))
-    return False
+
+        outcome = await run_rg(
+            self._rg,
+            args,
+            separator=b"\n",
+            consume=consume,
+            cwd=self._policy.project,
+            stdin=stdin,
+        )
+        if not outcome.stopped and not saw_summary and outcome.returncode not in (0, 1):
+            raise _grep_failure(pattern, outcome)
+        return matches, truncated
+
+    def _grep_verdict(
+        self,
+        absolute: str,
+        top: str,
+        file_filter: tuple[GlobMatcher, bool] | None,
+        guard: _LinkGuard,
+    ) -> str | None:
+        rel = _below(absolute, top)
+        if rel is None:
+            return None
+        if file_filter is not None:
+            matcher, on_name = file_filter
+            if not matcher.matches(rel.rsplit("/", 1)[-1] if on_name else rel):
+                return None
+        return self._reportable(absolute, guard)
+
+
+class _LinkGuard:
+    """Recognises hard links to sensitive files; the sensitive inodes are read at most once."""
+
+    def __init__(self, policy: PathPolicy) -> None:
+        self._policy = policy
+        self._inodes: frozenset[tuple[int, int]] | None = None
+
+    def is_sensitive_link(self, st: os.stat_result) -> bool:
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink <= 1:
+            return False
+        if self._inodes is None:
+            self._inodes = self._policy.sensitive_inodes()
+        return (st.st_dev, st.st_ino) in self._inodes
+
+
+def _grep_failure(pattern: str, outcome: RgOutcome) -> Exception:
+    said = "\n".join(
+        line.removeprefix("rg: ") for line in outcome.stderr.splitlines() if line.strip()
+    )
+    if "regex" in said.lower():
+        return ToolInputError(
+            f"invalid regular expression {pattern!r}: {said}\n({REGEX_SYNTAX_NOTE})"
+        )
+    return RunError(
+        f"grep for {pattern!r} failed: ripgrep exited with status {outcome.returncode}: "
+        f"{said or 'no message'}"
+    )

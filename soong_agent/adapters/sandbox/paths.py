@@ -4,6 +4,12 @@ All paths here are absolute posix strings. A path is checked in two forms: *lexi
 absolute and normalised, symlinks untouched) and *resolved* (every existing symlink followed).
 Containment is decided on the resolved form; sensitive patterns are matched against both, so
 neither a symlink into a secret nor a symlink named like a secret gets through.
+
+Kernel alias trees (``/proc``, ``/dev``, ``/sys``) are refused in both forms: ``/proc/self/root``,
+``/proc/<pid>/cwd``, ``/proc/self/fd/N`` and ``/dev/fd/N`` can stand for any file, and no tool
+needs them. A literal sensitive path also covers SQLite's sidecar files (``-wal``, ``-shm``,
+``-journal``), and `is_sensitive_inode` recognises another name (a hard link) of a file that lies
+under a literal sensitive path.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -22,6 +29,12 @@ from soong_agent.ports.errors import SandboxViolation, ToolInputError, UsageErro
 # Filesystems of these platforms usually ignore case, so a secret must not hide behind ".ENV".
 _FOLD_CASE = sys.platform in ("darwin", "win32")
 _GLOB_CHARS = frozenset("*?[")
+# Kernel trees whose entries alias other files (/proc/self/root/…, /proc/self/fd/N, /dev/fd/N).
+ALIAS_ROOTS: tuple[str, ...] = ("/proc", "/dev", "/sys")
+# Files SQLite keeps beside a database; a sensitive file path covers them too.
+SIDECAR_SUFFIXES: tuple[str, ...] = ("-wal", "-shm", "-journal")
+# How many entries `is_sensitive_inode` looks at below one sensitive folder.
+INODE_SCAN_BUDGET = 20_000
 
 
 def _fold(text: str) -> str:
@@ -175,6 +188,7 @@ class PathPolicy:
         if any(ch in _GLOB_CHARS for ch in absolute):
             return SensitiveRule(pattern=entry, prefix_globs=(_fold(absolute),))
         forms = {_fold(absolute), _fold(os.path.realpath(absolute))}
+        forms |= {form + suffix for form in forms for suffix in SIDECAR_SUFFIXES}
         return SensitiveRule(pattern=entry, prefixes=tuple(sorted(forms)))
 
     def _root_of(self, path: str) -> str | None:
@@ -207,6 +221,35 @@ class PathPolicy:
         """For walks whose parent folder was already checked: `name` at the resolved `path`."""
         return any(rule.matches_name(name) or rule.matches_path(path) for rule in self.rules)
 
+    def sensitive_inodes(self) -> frozenset[tuple[int, int]]:
+        """(device, inode) of every file under a literal sensitive path, as of now.
+
+        Lets a caller recognise another name (a hard link) of such a file, e.g. a link inside
+        the project to ``~/.ssh/id_rsa`` or the home's ``config.toml``. Name patterns (``.env``)
+        and wildcard paths cannot be enumerated, so they are not covered. Folders are searched
+        without following links, `INODE_SCAN_BUDGET` entries at most.
+        """
+        found: set[tuple[int, int]] = set()
+        budget = [INODE_SCAN_BUDGET]
+        for rule in self.rules:
+            for prefix in rule.prefixes:
+                _collect_inodes(prefix, found, budget)
+        return frozenset(found)
+
+    def is_sensitive_inode(self, dev: int, ino: int) -> bool:
+        """Whether the file (`dev`, `ino`) also has a name under a literal sensitive path."""
+        return (dev, ino) in self.sensitive_inodes()
+
+    def _refuse_alias(self, path: str, lexical: str, resolved: str, action: str) -> None:
+        for form in (lexical, resolved):
+            for alias_root in ALIAS_ROOTS:
+                if is_within(form, alias_root) and self._root_of(form) is None:
+                    raise SandboxViolation(
+                        f"{action} {path!r} refused: {form} lies under {alias_root}, whose "
+                        "entries are process and device aliases (/proc/self/root, "
+                        "/proc/self/fd/N, /dev/fd/N …) that tools never use"
+                    )
+
     def _refuse_sensitive(self, path: str, lexical: str, resolved: str, action: str) -> None:
         rule = self.sensitive_rule(lexical, resolved)
         if rule is not None:
@@ -220,6 +263,7 @@ class PathPolicy:
     def check_read(self, path: str, *, action: str = "read of") -> str:
         """The resolved path if reading it is allowed; else raise SandboxViolation."""
         lexical, resolved = self.resolve(path)
+        self._refuse_alias(path, lexical, resolved, action)
         self._refuse_sensitive(path, lexical, resolved, action)
         if not is_within(resolved, self.project):
             raise SandboxViolation(
@@ -230,6 +274,7 @@ class PathPolicy:
     def check_write(self, path: str) -> tuple[str, str]:
         """(resolved path, write root holding it) if writing it is allowed; else raise."""
         lexical, resolved = self.resolve(path)
+        self._refuse_alias(path, lexical, resolved, "write to")
         self._refuse_sensitive(path, lexical, resolved, "write to")
         for root in self.write_roots:
             if is_within(resolved, root):
@@ -244,6 +289,7 @@ class PathPolicy:
     def check_access(self, path: str) -> str:
         """The resolved path if it may be read or written (for existence checks)."""
         lexical, resolved = self.resolve(path)
+        self._refuse_alias(path, lexical, resolved, "access to")
         self._refuse_sensitive(path, lexical, resolved, "access to")
         if is_within(resolved, self.project) or any(
             is_within(resolved, root) for root in self.write_roots
@@ -252,3 +298,34 @@ class PathPolicy:
         raise SandboxViolation(
             f"access to {path!r} refused: {resolved} is outside the project {self.project}"
         )
+
+
+def _collect_inodes(top: str, out: set[tuple[int, int]], budget: list[int]) -> None:
+    """Add (dev, ino) of the regular files at or below `top` (links not followed) to `out`."""
+    try:
+        st = os.lstat(top)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        out.add((st.st_dev, st.st_ino))
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    stack = [top]
+    while stack and budget[0] > 0:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    budget[0] -= 1
+                    if budget[0] <= 0:
+                        return
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            entry_st = entry.stat(follow_symlinks=False)
+                            out.add((entry_st.st_dev, entry_st.st_ino))
+                    except OSError:
+                        continue
+        except OSError:
+            continue

@@ -13,16 +13,13 @@ import contextlib
 import errno
 import os
 import stat
-import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from soong_agent.ports.errors import SandboxViolation
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # O_NONBLOCK: a FIFO never blocks the open
 WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK  # truncation waits for the checks
-SKIPPED_DIRS = frozenset({".git", "node_modules", ".venv", "__pycache__"})
 _CHUNK = 1 << 20
 
 
@@ -117,86 +114,3 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-@dataclass(frozen=True, slots=True)
-class WalkedFile:
-    """A file met by `walk_files`; `dir_fd` (its folder) is valid only until the walk moves on."""
-
-    rel: str
-    name: str
-    dir_fd: int
-    is_symlink: bool
-
-
-def _sorted_entries(fd: int) -> list[tuple[str, bool, bool]]:
-    """(name, is_dir, is_symlink) of regular files, symlinks and folders; path order."""
-    out: list[tuple[str, bool, bool]] = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-                is_link = entry.is_symlink()
-                if is_dir or is_link or entry.is_file(follow_symlinks=False):
-                    out.append((entry.name, is_dir, is_link))
-            except OSError:
-                continue
-    # "a.py" sorts before "a/x.py" in full paths because "." < "/": sorting folders as
-    # "name/" makes the depth-first walk yield paths in plain lexicographic order.
-    out.sort(key=lambda item: item[0] + "/" if item[1] else item[0])
-    return out
-
-
-def walk_files(
-    top: str,
-    *,
-    prune: Callable[[str, str], bool],
-    max_depth: int | None = None,
-    stop: threading.Event | None = None,
-) -> Generator[WalkedFile, None, None]:
-    """Regular files and symlinks below the folder `top`, in lexicographic order of their paths.
-
-    Folders are opened with ``O_NOFOLLOW`` relative to their parent, so symlinked folders are
-    never entered; `SKIPPED_DIRS` are not entered either. ``prune(abs_path, name)`` returning
-    True hides an entry (and, for a folder, everything below it). `max_depth` counts segments
-    below `top`; `stop` ends the walk early when set.
-    """
-    top_fd = os.open(top, DIR_FLAGS)
-    stack: list[tuple[int, str, Iterator[tuple[str, bool, bool]], int]] = []
-    try:
-        stack.append((top_fd, "", iter(_sorted_entries(top_fd)), 1))
-    except OSError:
-        os.close(top_fd)
-        raise
-    try:
-        while stack:
-            if stop is not None and stop.is_set():
-                return
-            fd, prefix, entries, depth = stack[-1]
-            item = next(entries, None)
-            if item is None:
-                os.close(fd)
-                stack.pop()
-                continue
-            name, is_dir, is_link = item
-            rel = prefix + name
-            if prune(f"{top.rstrip('/')}/{rel}", name):
-                continue
-            if not is_dir:
-                yield WalkedFile(rel=rel, name=name, dir_fd=fd, is_symlink=is_link)
-                continue
-            if name in SKIPPED_DIRS or (max_depth is not None and depth >= max_depth):
-                continue
-            try:
-                sub_fd = os.open(name, DIR_FLAGS, dir_fd=fd)
-            except OSError:  # vanished, unreadable or swapped for a symlink: skip it
-                continue
-            try:
-                children = _sorted_entries(sub_fd)
-            except OSError:
-                os.close(sub_fd)
-                continue
-            stack.append((sub_fd, rel + "/", iter(children), depth + 1))
-    finally:
-        for fd, *_ in stack:
-            os.close(fd)

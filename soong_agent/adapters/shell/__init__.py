@@ -1,1 +1,5 @@
 """Shell command analysis with tree-sitter-bash."""
+
+from soong_agent.adapters.shell.treesitter import TreeSitterShellAnalyzer
+
+__all__ = ["TreeSitterShellAnalyzer"]

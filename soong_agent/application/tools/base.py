@@ -86,6 +86,10 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
+    def tools(self) -> list[Tool]:
+        """The tools in the order they were added."""
+        return list(self._tools.values())
+
     def names(self) -> list[str]:
         return list(self._tools)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from soong_agent.domain.permission_rules import parse_rule
 
 ProviderName = Literal["openai", "anthropic", "ollama"]
 
@@ -200,6 +202,15 @@ class TaskConfig(Section):
     step_lease_timeout_ms: int = Field(default=300_000, gt=0)
 
 
+def _valid_rule(text: str) -> str:
+    """A `permissions.allow` / `permissions.deny` entry must parse (PERM-2)."""
+    parse_rule(text)
+    return text
+
+
+PermissionRule = Annotated[str, AfterValidator(_valid_rule)]
+
+
 class PermissionsConfig(Section):
     """Who may allow what."""
 
@@ -209,8 +220,8 @@ class PermissionsConfig(Section):
     allow_for_session_enabled: bool = True
     network_policy: Literal["allowlist", "deny"] = "allowlist"
     mode: Literal["default", "accept_edits", "plan", "bypass"] = "default"
-    allow: list[str] = Field(default_factory=list)
-    deny: list[str] = Field(default_factory=list)
+    allow: list[PermissionRule] = Field(default_factory=list)
+    deny: list[PermissionRule] = Field(default_factory=list)
 
 
 class HooksConfig(Section):
