@@ -33,6 +33,18 @@ def _context_source(loaded: object) -> object:
     return FileContextSource(home=loaded.home, project=loaded.project)  # type: ignore[attr-defined]
 
 
+def _todo_board() -> Any:
+    from soong_agent.application.tools.todo import TodoBoard
+
+    return TodoBoard()
+
+
+def _todo_reader(board: Any) -> Any:
+    from soong_agent.application.tools.todo import render_todos
+
+    return lambda session_id: render_todos(board.current_todos(session_id))
+
+
 def _clock() -> object:
     from soong_agent.adapters.system.clock import SystemClock
 
@@ -64,9 +76,17 @@ class Adapters(containers.DeclarativeContainer):
     model_provider = providers.Singleton(
         factories.model_provider, loaded, main_profile, http_client, secrets
     )
+    compact_profile = providers.Singleton(factories.compact_profile, loaded)
+    compact_provider = providers.Singleton(
+        factories.model_provider, loaded, compact_profile, http_client, secrets
+    )
     session_store = providers.Singleton(factories.session_store, loaded, closables)
+    artifact_store = providers.Singleton(factories.artifact_store, loaded, closables)
     filesystem = providers.Singleton(factories.filesystem, loaded)
     context_source = providers.Singleton(_context_source, loaded)
+    process_runner = providers.Singleton(factories.process_runner)
+    web_fetcher = providers.Singleton(factories.web_fetcher, loaded)
+    token_counter = providers.Singleton(factories.token_counter)
 
 
 class Services(containers.DeclarativeContainer):
@@ -75,7 +95,16 @@ class Services(containers.DeclarativeContainer):
     loaded: providers.Dependency[Any] = providers.Dependency()
     adapters = providers.DependenciesContainer()
     approver: providers.Dependency[Any] = providers.Dependency()
-    registry = providers.Singleton(factories.tool_registry, loaded)
+    todo_board = providers.Singleton(_todo_board)
+    catalog = providers.Singleton(
+        factories.tool_catalog,
+        loaded,
+        adapters.process_runner,
+        adapters.web_fetcher,
+        adapters.artifact_store,
+        todo_board,
+    )
+    registry = providers.Callable(lambda catalog: catalog.registry, catalog)
     settings = providers.Singleton(
         _loop_settings, loaded, adapters.main_profile, adapters.model_provider
     )
@@ -94,6 +123,21 @@ class Services(containers.DeclarativeContainer):
         cancel_timeout_s=providers.Callable(
             lambda loaded: loaded.config.runtime.cancel_timeout_ms / 1000, loaded
         ),
+        artifacts=adapters.artifact_store,
+        max_result_chars=providers.Callable(
+            lambda loaded: loaded.config.tools.max_result_chars, loaded
+        ),
+        context_config=providers.Callable(lambda loaded: loaded.config.context, loaded),
+        compact_config=providers.Callable(lambda loaded: loaded.config.compact, loaded),
+        context_window_tokens=providers.Callable(
+            lambda profile: profile.model.context_window, adapters.main_profile
+        ),
+        provider_name=providers.Callable(
+            lambda profile: profile.model.provider, adapters.main_profile
+        ),
+        token_counter=adapters.token_counter,
+        compact_provider=adapters.compact_provider,
+        todos=providers.Callable(_todo_reader, todo_board),
     )
     run_service = providers.Singleton(RunService, run_deps)
 

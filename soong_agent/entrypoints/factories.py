@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError, MissingSecretError
 from soong_agent.ports.model import ModelProvider
-from soong_agent.ports.system import SecretSource
+from soong_agent.ports.process import ProcessRunner
+from soong_agent.ports.system import SecretSource, TokenCounter
+from soong_agent.ports.web import WebFetcher
 
 if TYPE_CHECKING:
     import httpx
@@ -17,6 +21,7 @@ if TYPE_CHECKING:
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
     from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
 
 
@@ -136,9 +141,108 @@ def filesystem(loaded: LoadedConfig) -> LocalFileSystem:
     )
 
 
-def tool_registry(loaded: LoadedConfig) -> ToolRegistry:
-    from soong_agent.application.tools.base import ToolRegistry
-    from soong_agent.application.tools.files import file_tools
+def secret_names(loaded: LoadedConfig) -> set[str]:
+    """Every variable a model profile reads its key from: never passed to tools."""
+    from soong_agent.domain.config.schema import DEFAULT_KEY_ENVS
 
-    disabled = set(loaded.config.tools.disabled)
-    return ToolRegistry(t for t in file_tools() if t.name not in disabled)
+    names = {n for n in DEFAULT_KEY_ENVS.values() if n}
+    names |= {p.model.resolved_key_env for p in loaded.profiles if p.model.resolved_key_env}
+    return names
+
+
+@dataclass(frozen=True)
+class ToolCatalog:
+    """The tools of a runtime and the problems met while loading them (shown as warnings)."""
+
+    registry: ToolRegistry
+    warnings: list[str]
+
+
+def tool_catalog(
+    loaded: LoadedConfig,
+    runner: ProcessRunner,
+    fetcher: WebFetcher,
+    artifacts: ArtifactStore,
+    board: TodoBoard,
+) -> ToolCatalog:
+    """Built-in tools, declarative tools from the home, then `tools.disabled`/`overrides`."""
+    import os
+
+    from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
+    from soong_agent.application.tools.artifacts import read_artifact_tool
+    from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.application.tools.catalog import apply_tool_config
+    from soong_agent.application.tools.declarative import add_declarative_tools
+    from soong_agent.application.tools.files import file_tools
+    from soong_agent.application.tools.shell import run_command_tool
+    from soong_agent.application.tools.todo import todo_write_tool
+    from soong_agent.application.tools.web import web_fetch_tool
+
+    config = loaded.config.tools
+    project = str(loaded.project)
+    secrets = secret_names(loaded)
+    env = dict(os.environ)
+    tools = [
+        *file_tools(),
+        run_command_tool(
+            runner=runner, project=project, tools=config, base_env=env, secret_names=secrets
+        ),
+        web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
+        todo_write_tool(board),
+        read_artifact_tool(store=artifacts),
+    ]
+    specs, problems = load_enabled_declarative_tools(loaded.home / "tools", config)
+    tools, clashes = add_declarative_tools(
+        tools,
+        specs,
+        runner=runner,
+        project=project,
+        config=config,
+        env=env,
+        secret_names=secrets,
+    )
+    tools, warnings = apply_tool_config(tools, config)
+    return ToolCatalog(ToolRegistry(tools), [*problems, *clashes, *warnings])
+
+
+def process_runner() -> ProcessRunner:
+    from soong_agent.adapters.process.runner import SubprocessRunner
+
+    return SubprocessRunner()
+
+
+def web_fetcher(loaded: LoadedConfig) -> WebFetcher:
+    _import_httpx()
+    from soong_agent.adapters.web.fetcher import HttpxWebFetcher
+
+    network = loaded.config.tools.network
+    return HttpxWebFetcher(
+        allowed_hosts=network.allowed_hosts,
+        allowed_domains=network.allowed_domains,
+        policy=loaded.config.permissions.network_policy,
+    )
+
+
+def artifact_store(
+    loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
+) -> ArtifactStore:
+    from pathlib import Path
+
+    from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
+
+    store = SqliteArtifactStore(Path(loaded.config.context.session_db_path), loaded.home)
+    closables.append(store.close)
+    return store
+
+
+def token_counter() -> TokenCounter:
+    from soong_agent.adapters.tokens.o200k import O200kTokenCounter
+
+    return O200kTokenCounter()
+
+
+def compact_profile(loaded: LoadedConfig) -> ResolvedProfile:
+    for profile in loaded.profiles:
+        if profile.purpose == "compact":
+            return profile
+    return main_profile(loaded)

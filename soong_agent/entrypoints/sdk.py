@@ -84,7 +84,8 @@ class AgentRuntime:
         permission_mode: ``"default"``, ``"accept_edits"``, ``"plan"`` (read-only) or
             ``"bypass"``; overrides `permissions.mode` for this runtime.
         model, session_store, clock, ids: replace the configured adapters (tests, custom
-            providers).
+            providers); `compact_model` (default: `model` when given) writes compaction
+            summaries.
 
     Raises:
         ConfigError: `config.toml` is missing or invalid.
@@ -99,6 +100,7 @@ class AgentRuntime:
         *,
         permission_mode: PermissionMode | None = None,
         model: ModelProvider | None = None,
+        compact_model: ModelProvider | None = None,
         session_store: SessionStore | None = None,
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
@@ -117,6 +119,7 @@ class AgentRuntime:
             container.approver.override(providers.Object(CallbackApprover(approval)))
         overrides: dict[str, Any] = {
             "model_provider": model,
+            "compact_provider": compact_model or model,
             "session_store": session_store,
             "clock": clock,
             "ids": ids,
