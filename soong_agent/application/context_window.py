@@ -203,7 +203,10 @@ class ContextWindow:
             return
         tokens = self._tokens(history)
         selection = cp.select_for_summary(
-            history, tokens, keep_recent_tokens=self._compact.keep_recent_tokens
+            history,
+            tokens,
+            keep_recent_tokens=self._compact.keep_recent_tokens,
+            protect_latest_user=False,  # the carry-over keeps the request verbatim
         )
         if selection is None:
             return
@@ -309,7 +312,11 @@ class ContextWindow:
         if rung in ("summary", "slice_summary"):
             limit = max(keep, self.budget.compact_trigger // 4) if rung == "slice_summary" else None
             selection = cp.select_for_summary(
-                current, tokens, keep_recent_tokens=keep, max_slice_tokens=limit
+                current,
+                tokens,
+                keep_recent_tokens=keep,
+                max_slice_tokens=limit,
+                protect_latest_user=False,  # the carry-over keeps the request verbatim
             )
             if selection is None:
                 return None, [], "still_over"

@@ -9,7 +9,12 @@ from soong_agent.application.loop import LoopSettings
 from soong_agent.application.run_service import RunService, RunServiceDeps
 from soong_agent.application.tools.base import Tool, ToolRegistry
 from soong_agent.application.tools.files import file_tools
-from soong_agent.domain.config.schema import PermissionsConfig, PriceConfig
+from soong_agent.domain.config.schema import (
+    CompactConfig,
+    ContextConfig,
+    PermissionsConfig,
+    PriceConfig,
+)
 from soong_agent.ports.approval import Approver
 from soong_agent.testing import (
     FixedClock,
@@ -36,6 +41,9 @@ class Harness:
     settings_price: PriceConfig | None = None
     artifacts: InMemoryArtifactStore | None = None
     max_result_chars: int = 30_000
+    context_window_tokens: int = 128_000
+    context_config: ContextConfig = field(default_factory=ContextConfig)
+    compact_config: CompactConfig = field(default_factory=CompactConfig)
     clock: FixedClock = field(default_factory=FixedClock)
     ids: SequentialIds = field(default_factory=SequentialIds)
     _service: RunService | None = None
@@ -64,6 +72,9 @@ class Harness:
                     cancel_timeout_s=2.0,
                     artifacts=self.artifacts,
                     max_result_chars=self.max_result_chars,
+                    context_window_tokens=self.context_window_tokens,
+                    context_config=self.context_config,
+                    compact_config=self.compact_config,
                 )
             )
         return self._service

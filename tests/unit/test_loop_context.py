@@ -1,0 +1,152 @@
+"""The loop keeps the context inside the window: compaction, recovery, manual, branches."""
+
+from __future__ import annotations
+
+from soong_agent.domain.config.schema import CompactConfig, ContextConfig
+from soong_agent.ports.errors import ProviderError
+from soong_agent.ports.events import CompactionEvent, ContextMeasured
+from soong_agent.ports.model import ModelRequest
+from soong_agent.testing import ScriptedModel, ScriptedResponse
+from tests.support.harness import Harness
+
+SMALL_WINDOW = dict(
+    context_window_tokens=12_000,
+    context_config=ContextConfig(reserve_output_tokens=1_000, dynamic_system_budget=2_000),
+    compact_config=CompactConfig(
+        reserve_tokens=1_000, keep_recent_tokens=2_000, max_summary_tokens=500
+    ),
+)
+
+
+def reading_model(turns: int, *, summary: str = "SUMMARY of earlier work") -> ScriptedModel:
+    """Reads big.txt `turns` times, then answers; answers summary requests with `summary`."""
+
+    calls = [0]
+
+    def respond(request: ModelRequest) -> ScriptedResponse:
+        if request.system and request.system[0].label == "compact":
+            return ScriptedResponse.text(summary)
+        calls[0] += 1
+        if calls[0] <= turns:
+            return ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}))
+        return ScriptedResponse.text("all done")
+
+    return ScriptedModel(default=respond)
+
+
+def non_compact_calls(model: ScriptedModel) -> list[ModelRequest]:
+    return [c for c in model.calls if not (c.system and c.system[0].label == "compact")]
+
+
+async def test_context_is_compacted_before_it_outgrows_the_window() -> None:
+    model = reading_model(20)
+    h = Harness(model, max_turns=60, **SMALL_WINDOW)
+    h.fs.files["big.txt"] = ("some file content line\n" * 80).encode()
+    run = await h.service.start("read big.txt twenty times")
+    result = await run.wait()
+    assert result.status == "completed", result.reason
+    events = await h.store.run_events(run.run_id)
+    assert any(isinstance(e, CompactionEvent) for e in events)
+    measured = [e for e in events if isinstance(e, ContextMeasured)]
+    assert measured and all(e.window == 12_000 for e in measured)
+    for request in non_compact_calls(model):
+        text = sum(len(str(m.content)) for m in request.messages)
+        assert text < 12_000 * 4  # generous: the estimate keeps requests within the window
+    last = non_compact_calls(model)[-1]
+    joined = "\n".join(m.text for m in last.messages)
+    assert "read big.txt twenty times" in joined  # the carry-over keeps the latest request
+
+
+async def test_prompt_too_long_compacts_once_and_retries() -> None:
+    too_long = ProviderError(
+        "prompt is too long", kind="context_too_long", provider="scripted", base_url="memory://"
+    )
+    state = {"calls": 0, "failed": False}
+
+    def respond(request: ModelRequest) -> ScriptedResponse:
+        if request.system and request.system[0].label == "compact":
+            return ScriptedResponse.text("SUMMARY")
+        state["calls"] += 1
+        if state["calls"] <= 3:
+            return ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}))
+        if not state["failed"]:
+            state["failed"] = True
+            raise too_long
+        return ScriptedResponse.text("recovered")
+
+    model = ScriptedModel(default=respond)
+    h = Harness(model, **SMALL_WINDOW)
+    h.fs.files["big.txt"] = (("x" * 60 + "\n") * 40).encode()
+    run = await h.service.start("go")
+    result = await run.wait()
+    assert result.status == "completed" and result.final_text == "recovered"
+    events = await h.store.run_events(run.run_id)
+    compactions = [e for e in events if isinstance(e, CompactionEvent)]
+    assert [c.trigger for c in compactions] == ["recovery"]
+    assert compactions[0].tokens_after < compactions[0].tokens_before
+
+
+async def test_manual_compaction_through_the_sdk_handle() -> None:
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}), delay_s=0.01),
+            ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}), delay_s=0.01),
+            ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}), delay_s=0.01),
+        ],
+        default=lambda request: ScriptedResponse.text(
+            "SUMMARY" if request.system[0].label == "compact" else "done"
+        ),
+    )
+    h = Harness(model, compact_config=CompactConfig(keep_recent_tokens=100))
+    h.fs.files["big.txt"] = ("line of the big file\n" * 200).encode()
+    run = await h.service.start("read a lot")
+    report = None
+    seen = 0
+    async for event in run.events():
+        if event.type == "tool_result":
+            seen += 1
+            if seen == 2:
+                report = await run.compact()
+                break
+    result = await run.wait()
+    assert result.status == "completed"
+    events = await h.store.run_events(run.run_id)
+    compactions = [e for e in events if isinstance(e, CompactionEvent)]
+    assert [c.trigger for c in compactions] == ["manual"]
+    assert report is not None and report.tokens_after < report.tokens_before
+    summaries = [c for c in model.calls if c.system[0].label == "compact"]
+    assert len(summaries) == 1
+
+
+async def test_resume_after_compaction_sends_the_compacted_context() -> None:
+    model = reading_model(20)
+    h = Harness(model, max_turns=60, **SMALL_WINDOW)
+    h.fs.files["big.txt"] = ("some file content line\n" * 80).encode()
+    first = await (await h.service.start("read big.txt twenty times")).wait()
+    model.script.append(ScriptedResponse.text("resumed answer"))
+    before = len(model.calls)
+    await (await h.service.start("and now?", session_id=first.session_id)).wait()
+    resumed_request = model.calls[before]
+    assert resumed_request.messages[0].kind == "summary"
+    assert resumed_request.messages[-1].text == "and now?"
+
+
+async def test_branch_from_an_earlier_user_message() -> None:
+    model = ScriptedModel(
+        [ScriptedResponse.text("one"), ScriptedResponse.text("two"), ScriptedResponse.text("alt")]
+    )
+    h = Harness(model)
+    first = await (await h.service.start("first question")).wait()
+    await (await h.service.start("second question", session_id=first.session_id)).wait()
+    path = await h.store.active_path(first.session_id)
+    second_user = path[2]
+    assert second_user.text == "second question"
+    await (
+        await h.service.start(
+            "other question", session_id=first.session_id, from_message=second_user.id
+        )
+    ).wait()
+    sent = [m.text for m in model.calls[-1].messages]
+    assert sent == ["first question", "one", "other question"]
+    everything = await h.store.all_messages(first.session_id)
+    assert {"second question", "two"} <= {m.text for m in everything}
