@@ -131,6 +131,11 @@ class AgentRuntime:
         self._runs: list[Run] = []
 
     @property
+    def warnings(self) -> list[str]:
+        """Problems met loading tools (bad declarative tool files, unknown overrides)."""
+        return list(self._container.services.catalog().warnings)
+
+    @property
     def project_dir(self) -> Path:
         """The resolved project folder."""
         return Path(self.loaded.project)
@@ -146,11 +151,18 @@ class AgentRuntime:
         session_id: str | None = None,
         agent: str | None = None,
         orchestrator: bool = False,
+        *,
+        from_message: str | None = None,
     ) -> Run:
-        """Start a run; `session_id` resumes that session. Returns the run's handle."""
+        """Start a run; `session_id` resumes that session. Returns the run's handle.
+
+        With `from_message` (the id of an earlier user message of that session) the run starts
+        a new branch there: its message takes that message's place, and the old continuation
+        stays stored as another branch.
+        """
         not_available(agent, orchestrator)
         service = self._container.services.run_service()
-        run: Run = await service.start(message, session_id=session_id)
+        run: Run = await service.start(message, session_id=session_id, from_message=from_message)
         self._runs.append(run)
         return run
 

@@ -206,3 +206,30 @@ def test_ctrl_c_cancels_and_leaves_a_consistent_session(world: CliWorld) -> None
     shown = world.run("sessions", "show", sid.group(1))
     assert "cancelled" in shown.stdout
     assert "word word" in shown.stdout
+
+
+def test_branch_from_an_earlier_user_message_and_show_it(world: CliWorld) -> None:
+    world.server.enqueue(
+        text_response("Paris."), text_response("2 million."), text_response("Lyon is second.")
+    )
+    first = world.run("run", "capital of France?")
+    sid = session_id_of(first.stdout)
+    world.run("run", "--session-id", sid, "how many people?")
+    shown = world.run("sessions", "show", sid).stdout
+    second_user = re.search(r"── user ── (msg_\w+)\nhow many people\?", shown)
+    assert second_user, shown
+    branched = world.run(
+        "run", "--session-id", sid, "--from-message", second_user.group(1), "second city?"
+    )
+    assert branched.returncode == 0, branched.stderr
+    sent = [(m["role"], m.get("content")) for m in world.server.requests[2].json["messages"][1:]]
+    assert sent == [
+        ("user", "capital of France?"),
+        ("assistant", "Paris."),
+        ("user", "second city?"),
+    ]
+    after = world.run("sessions", "show", sid).stdout
+    assert "Lyon is second." in after and "another branch starts here" in after
+    assert "how many people?" in after  # the old branch is named where it starts
+    bad = world.run("run", "--session-id", sid, "--from-message", "msg_nope", "x")
+    assert bad.returncode == 2 and "msg_nope" in bad.stderr

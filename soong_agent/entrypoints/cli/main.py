@@ -36,6 +36,13 @@ def run(
     session_id: Annotated[
         str | None, typer.Option("--session-id", help="Resume this session.")
     ] = None,
+    from_message: Annotated[
+        str | None,
+        typer.Option(
+            "--from-message",
+            help="Start a new branch from this earlier user message (needs --session-id).",
+        ),
+    ] = None,
     orchestrator: Annotated[
         bool, typer.Option("--orchestrator", help="Run as orchestrator of worker pools.")
     ] = False,
@@ -46,7 +53,12 @@ def run(
 
     raise typer.Exit(
         run_command(
-            message, path=path, session_id=session_id, orchestrator=orchestrator, agent=agent
+            message,
+            path=path,
+            session_id=session_id,
+            from_message=from_message,
+            orchestrator=orchestrator,
+            agent=agent,
         )
     )
 

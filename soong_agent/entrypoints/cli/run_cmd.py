@@ -19,9 +19,17 @@ from soong_agent.entrypoints.cli.render import Renderer
 
 
 def run_command(
-    message: str, *, path: str | None, session_id: str | None, orchestrator: bool, agent: str | None
+    message: str,
+    *,
+    path: str | None,
+    session_id: str | None,
+    from_message: str | None = None,
+    orchestrator: bool,
+    agent: str | None,
 ) -> int:
-    return guarded(lambda: asyncio.run(_run(message, path, session_id, orchestrator, agent)))
+    return guarded(
+        lambda: asyncio.run(_run(message, path, session_id, from_message, orchestrator, agent))
+    )
 
 
 def _on_interrupt(run: Run, renderer: Renderer, state: dict[str, object]) -> None:
@@ -34,7 +42,12 @@ def _on_interrupt(run: Run, renderer: Renderer, state: dict[str, object]) -> Non
 
 
 async def _run(
-    message: str, path: str | None, session_id: str | None, orchestrator: bool, agent: str | None
+    message: str,
+    path: str | None,
+    session_id: str | None,
+    from_message: str | None,
+    orchestrator: bool,
+    agent: str | None,
 ) -> int:
     from soong_agent.adapters.approvals.terminal import TerminalApprover
     from soong_agent.entrypoints.containers import CliContainer
@@ -46,7 +59,10 @@ async def _run(
     approver = TerminalApprover(stdin=sys.stdin, write=renderer.prompt)
     container = CliContainer(loaded=loaded, approver=approver)
     try:
-        run = await container.services.run_service().start(message, session_id=session_id)
+        service = container.services.run_service()
+        run = await service.start(message, session_id=session_id, from_message=from_message)
+        for warning in container.services.catalog().warnings:
+            renderer.status(f"warning: {warning}")
         renderer.status(f"session {run.session_id}{' (resumed)' if session_id else ''}")
         loop = asyncio.get_running_loop()
         state: dict[str, object] = {}

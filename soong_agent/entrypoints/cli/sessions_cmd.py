@@ -71,10 +71,28 @@ def _run_totals(events: Sequence[RunEvent]) -> str:
     return text + (f", ${cost:.4f}" if cost is not None else "")
 
 
-def transcript_lines(messages: list[Message]) -> list[str]:
-    """A readable transcript of messages."""
+def branches_of(messages: Sequence[Message]) -> dict[str | None, list[Message]]:
+    """Children of each message id (None: the roots), in write order."""
+    children: dict[str | None, list[Message]] = {}
+    for message in messages:
+        children.setdefault(message.parent_id, []).append(message)
+    return children
+
+
+def _preview(message: Message) -> str:
+    text = " ".join(message.text.split())
+    return text if len(text) <= 50 else text[:49] + "…"
+
+
+def transcript_lines(
+    messages: list[Message], children: dict[str | None, list[Message]] | None = None
+) -> list[str]:
+    """A readable transcript of messages; `children` marks where other branches start."""
     lines: list[str] = []
     for m in messages:
+        siblings = [s for s in (children or {}).get(m.parent_id, []) if s.id != m.id]
+        for other in siblings if m.role == "user" else []:
+            lines.append(f"⑂ another branch starts here: {other.id} {_preview(other)!r}")
         label = {"user": "user", "assistant": "assistant", "tool": "tool results"}[m.role]
         if m.kind != "normal":
             label += f" ({m.kind})"
@@ -118,8 +136,11 @@ def show_session(session_id: str, *, path: str | None) -> int:
             )
         off_path = len(everything) - len(path_messages)
         if off_path:
-            out.write(f"{off_path} message(s) on other branches are not shown\n")
-        out.write("\n" + "\n".join(transcript_lines(path_messages)))
+            out.write(
+                f"{off_path} message(s) on other branches (or compacted away) are not shown; "
+                "the active branch is below\n"
+            )
+        out.write("\n" + "\n".join(transcript_lines(path_messages, branches_of(everything))))
         out.flush()
         return EXIT_OK
 
