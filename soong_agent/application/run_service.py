@@ -26,6 +26,7 @@ from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ModelProvider, SystemPart
 from soong_agent.ports.prompt import ContextSource
+from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
 
@@ -54,6 +55,7 @@ class RunServiceDeps:
     token_counter: TokenCounter | None = None
     compact_provider: ModelProvider | None = None
     todos: Callable[[str], str] | None = None
+    shell_analyzer: ShellAnalyzer | None = None
 
 
 class RunService:
@@ -167,6 +169,7 @@ class RunService:
             clock=d.clock,
             artifacts=d.artifacts,
             max_result_chars=d.max_result_chars,
+            analyzer=d.shell_analyzer,
         )
         system = assemble_system_prompt(
             tools=registry.specs(),

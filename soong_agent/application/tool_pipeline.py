@@ -10,20 +10,20 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from soong_agent.application.permission_gate import PermissionGate
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.domain import permissions
 from soong_agent.domain.config.schema import PermissionsConfig
-from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
+from soong_agent.ports.approval import Approver
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.events import (
     ErrorEvent,
-    PermissionAsked,
-    PermissionDecided,
     ToolResultEvent,
 )
 from soong_agent.ports.messages import ToolCallBlock, ToolResultBlock
+from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.system import Clock
 
 RESULT_MAX_CHARS = 30_000
@@ -82,12 +82,16 @@ class ToolPipeline:
         clock: Clock,
         artifacts: ArtifactStore | None = None,
         max_result_chars: int = RESULT_MAX_CHARS,
+        analyzer: ShellAnalyzer | None = None,
     ) -> None:
         self._registry = registry
         self._approver = approver
         self._policy = policy
         self._grants = grants
         self._clock = clock
+        self._gate = PermissionGate(
+            approver=approver, policy=policy, grants=grants, analyzer=analyzer
+        )
         self._artifacts = artifacts
         self._max_result_chars = max_result_chars
         self.completed: dict[str, ToolResultBlock] = {}
@@ -169,8 +173,7 @@ class ToolPipeline:
             return ToolOutput(p.problem or "invalid tool call", is_error=True)
         tool, args = p.tool, p.args
         try:
-            scope, summary = tool.describe(args, ctx)
-            decision = await self._permit(p.call, tool, scope, summary, rec)
+            decision, summary = await self._gate.check(p.call, tool, args, ctx, rec)
             if decision == "deny":
                 return ToolOutput(
                     f"Permission denied: the user did not allow this {tool.name} call "
@@ -188,51 +191,3 @@ class ToolPipeline:
             message = f"tool {tool.name} failed: {type(exc).__name__}: {exc}"
             rec.event(ErrorEvent, kind="tool_crash", message=message, fatal=False)
             return ToolOutput(message, is_error=True)
-
-    async def _permit(
-        self, call: ToolCallBlock, tool: Tool, scope: str, summary: str, rec: RunRecorder
-    ) -> Decision:
-        request = permissions.PermissionRequest(tool.name, tool.permission_class, scope)
-        verdict = permissions.decide(request, policy=self._policy, grants=self._grants)
-        decision: Decision
-        if verdict.outcome == "allow":
-            decision, reason = "allow_once", verdict.reason
-        elif verdict.outcome == "deny":
-            decision, reason = "deny", verdict.reason
-        elif self._approver is None:
-            decision, reason = permissions.without_approver(self._policy)
-        else:
-            decision, reason = await self._ask(call, tool, scope, summary, rec)
-        rec.event(
-            PermissionDecided, call_id=call.id, tool=tool.name, decision=decision, reason=reason
-        )
-        return decision
-
-    async def _ask(
-        self, call: ToolCallBlock, tool: Tool, scope: str, summary: str, rec: RunRecorder
-    ) -> tuple[Decision, str]:
-        assert self._approver is not None
-        covers = (
-            permissions.describe_scope(tool.name, scope)
-            if self._policy.allow_for_session_enabled
-            else "(allow for session is disabled)"
-        )
-        rec.event(
-            PermissionAsked, call_id=call.id, tool=tool.name, summary=summary, session_scope=covers
-        )
-        request = ApprovalRequest(
-            tool=tool.name,
-            call_id=call.id,
-            permission_class=tool.permission_class,
-            summary=summary,
-            session_scope=covers,
-        )
-        answer = await self._approver.decide(request)
-        if answer == "allow_for_session":
-            if not self._policy.allow_for_session_enabled:
-                return "allow_once", "user allowed it (allow for session is disabled: once only)"
-            self._grants.add(tool.name, scope)
-            return answer, f"user allowed it for this session ({covers})"
-        if answer == "allow_once":
-            return answer, "user allowed it once"
-        return "deny", "user denied it"

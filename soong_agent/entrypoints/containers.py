@@ -87,6 +87,7 @@ class Adapters(containers.DeclarativeContainer):
     process_runner = providers.Singleton(factories.process_runner)
     web_fetcher = providers.Singleton(factories.web_fetcher, loaded)
     token_counter = providers.Singleton(factories.token_counter)
+    shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
 
 
 class Services(containers.DeclarativeContainer):
@@ -136,6 +137,7 @@ class Services(containers.DeclarativeContainer):
             lambda profile: profile.model.provider, adapters.main_profile
         ),
         token_counter=adapters.token_counter,
+        shell_analyzer=adapters.shell_analyzer,
         compact_provider=adapters.compact_provider,
         todos=providers.Callable(_todo_reader, todo_board),
     )

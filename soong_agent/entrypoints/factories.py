@@ -11,6 +11,7 @@ from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError, MissingSecretError
 from soong_agent.ports.model import ModelProvider
 from soong_agent.ports.process import ProcessRunner
+from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
 from soong_agent.ports.system import SecretSource, TokenCounter
 from soong_agent.ports.web import WebFetcher
 
@@ -233,6 +234,20 @@ def artifact_store(
     store = SqliteArtifactStore(Path(loaded.config.context.session_db_path), loaded.home)
     closables.append(store.close)
     return store
+
+
+class LazyShellAnalyzer:
+    """The tree-sitter analyzer, imported when the first command line is checked."""
+
+    def __init__(self) -> None:
+        self._inner: ShellAnalyzer | None = None
+
+    def analyze(self, command: str) -> ShellAnalysis:
+        if self._inner is None:
+            from soong_agent.adapters.shell.treesitter import TreeSitterShellAnalyzer
+
+            self._inner = TreeSitterShellAnalyzer()
+        return self._inner.analyze(command)
 
 
 def token_counter() -> TokenCounter:
