@@ -52,11 +52,25 @@ def require_aimock() -> list[str]:
             pytest.fail(f"SOONG_AIMOCK_BIN={override!r} is not an executable file")
         return [found]
     if not _CLI_SCRIPT.is_file():
-        pytest.fail(
-            f"aimock is not installed in {INSTALL_DIR}; Node.js is present, so install it "
-            f"from the repository root with: {INSTALL_COMMAND}  (`bash .ci/run` does this)"
-        )
+        _install()
     return [node, str(_CLI_SCRIPT)]
+
+
+def _install() -> None:
+    """Install the pinned aimock from the npm registry once (the README's `pytest` needs no
+    separate step); a failure fails the test with npm's own words."""
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.fail(f"aimock is not installed in {INSTALL_DIR} and npm is missing to install it")
+    argv = [npm, *INSTALL_COMMAND.split()[1:]]
+    done = subprocess.run(
+        argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    if done.returncode != 0 or not _CLI_SCRIPT.is_file():
+        pytest.fail(
+            f"could not install aimock with `{INSTALL_COMMAND}` (exit {done.returncode}): "
+            f"{done.stderr.strip()[-500:]}"
+        )
 
 
 def _free_port() -> int:
