@@ -91,7 +91,7 @@ async def glob_files(args: GlobArgs, ctx: ToolContext) -> ToolOutput:
 
 
 class GrepArgs(ToolArgs):
-    pattern: str = Field(description="Regular expression (Python syntax) to search for.")
+    pattern: str = Field(description="Regular expression (ripgrep / Rust regex syntax).")
     path: str = Field(default=".", description="Folder or file to search in.")
     glob: str | None = Field(default=None, description="Only files matching this glob.")
     ignore_case: bool = False
