@@ -96,3 +96,18 @@ def test_effective_timeout_prefers_override_then_own_then_default_capped() -> No
     assert effective_timeout_ms("t", None, config) == 10_000
     config = ToolsConfig(overrides={"t": ToolOverride(description="only text")})
     assert effective_timeout_ms("t", 3_000, config) == 3_000
+
+
+def test_run_command_takes_its_timeout_from_overrides() -> None:
+    from soong_agent.application.tools.shell import run_command_tool
+    from soong_agent.domain.config.schema import ToolOverride, ToolsConfig
+
+    config = ToolsConfig(overrides={"run_command": ToolOverride(timeout_ms=5_000)})
+    tool = run_command_tool(runner=None, project="/tmp", tools=config, base_env={})  # type: ignore[arg-type]
+    assert tool.timeout_ms == 5_000
+    assert "5 s" in tool.description or "5.0 s" in tool.description
+    capped = ToolsConfig(
+        max_timeout_ms=1_000, overrides={"run_command": ToolOverride(timeout_ms=9_000)}
+    )
+    tool = run_command_tool(runner=None, project="/tmp", tools=capped, base_env={})  # type: ignore[arg-type]
+    assert tool.timeout_ms == 1_000

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from pydantic import AliasChoices, Field
 
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from soong_agent.application.tools.catalog import effective_timeout_ms
 from soong_agent.domain.config.schema import ToolsConfig
 from soong_agent.ports.process import ProcessResult, ProcessRunner
 
@@ -147,7 +148,7 @@ def run_command_tool(
         base_env, tools.env_allowlist, secret_names=frozenset(secret_names), home=project
     )
     max_ms = tools.max_timeout_ms
-    default_ms = min(tools.default_timeout_ms, max_ms)
+    default_ms = effective_timeout_ms("run_command", None, tools)
 
     async def run_command(args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
         if bash is None:
@@ -188,4 +189,5 @@ def run_command_tool(
         run_command,
         permission_class="exec",
         describe=describe,
+        timeout_ms=default_ms,
     )
