@@ -71,7 +71,7 @@ class Adapters(containers.DeclarativeContainer):
     ids = providers.Singleton(_ids)
     secrets = providers.Singleton(_secrets)
     closables: providers.Singleton[list[Any]] = providers.Singleton(list)
-    http_client = providers.Singleton(factories.http_client, closables)
+    http_client = providers.Singleton(factories.http_client, loaded, closables)
     main_profile = providers.Singleton(factories.main_profile, loaded)
     model_provider = providers.Singleton(
         factories.model_provider, loaded, main_profile, http_client, secrets

@@ -50,11 +50,22 @@ def _import_httpx() -> None:
             del sys.modules["httpx._main"]
 
 
-def http_client(closables: list[Callable[[], Awaitable[None]]]) -> httpx.AsyncClient:
+def http_client(
+    loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
+) -> httpx.AsyncClient:
+    """The client every model profile shares (web_fetch makes its own, per fetch).
+
+    When every profile talks plain http (a local gateway, Ollama, a test server), no TLS
+    context is built: loading the CA bundle would only delay the first request.
+    """
     _import_httpx()
     import httpx
 
-    client = httpx.AsyncClient(follow_redirects=False, trust_env=False)
+    urls = [p.model.resolved_base_url for p in loaded.profiles] or [
+        loaded.config.model.resolved_base_url
+    ]
+    plain = all(url.lower().startswith("http://") for url in urls)
+    client = httpx.AsyncClient(follow_redirects=False, trust_env=False, verify=not plain)
     closables.append(client.aclose)
     return client
 
