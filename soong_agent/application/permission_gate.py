@@ -89,6 +89,7 @@ class PermissionGate:
         self._policy = policy
         self._grants = grants
         self._analyzer = analyzer
+        self._home = str(Path.home())
 
     async def check(
         self, call: ToolCallBlock, tool: Tool, args: Any, ctx: ToolContext, rec: RunRecorder
@@ -126,7 +127,7 @@ class PermissionGate:
             policy=self._policy,
             grants=self._grants,
             project_root=ctx.fs.root,
-            home=str(Path.home()),
+            home=self._home,
         )
         if verdict.outcome == "allow":
             return "allow_once", verdict.reason
