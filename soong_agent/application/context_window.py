@@ -79,6 +79,7 @@ class ContextWindow:
         self._unknown_bytes = 0
         self._unknown: list[Message] = []
         self._background: tuple[tuple[str, ...], asyncio.Task[str]] | None = None
+        self.problems: list[str] = []  # why summaries failed, for the loop to report
 
     # --- accounting -------------------------------------------------------------------------
     def _loaded(self) -> bool:
@@ -336,10 +337,14 @@ class ContextWindow:
             return None
         try:
             text = await self._summarizer.summarize(messages)
-        except SoongAgentError:
+        except SoongAgentError as exc:
+            self.problems.append(f"the compaction summary failed: {exc}")
             return None
         size = self._estimate(self._count(text)) if text else 0
         problem = cp.summary_problem(
             text, max_summary_tokens=self._compact.max_summary_tokens, tokens=size
         )
-        return None if problem else text
+        if problem:
+            self.problems.append(f"the compaction summary was not usable: {problem}")
+            return None
+        return text

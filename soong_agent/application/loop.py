@@ -251,6 +251,9 @@ class AgentLoop:
         if self._context is None:
             return None
         result = await self._context.compact(rec.history, trigger=trigger)
+        problems, self._context.problems = self._context.problems, []
+        for problem in problems:
+            rec.event(ErrorEvent, kind="compaction", message=problem, fatal=False)
         self._apply_compaction(rec, result, trigger=trigger)
         return result.report
 

@@ -150,3 +150,29 @@ async def test_branch_from_an_earlier_user_message() -> None:
     assert sent == ["first question", "one", "other question"]
     everything = await h.store.all_messages(first.session_id)
     assert {"second question", "two"} <= {m.text for m in everything}
+
+
+async def test_a_failing_compact_profile_is_reported_and_the_ladder_goes_on() -> None:
+    from soong_agent.ports.errors import MissingSecretError
+    from soong_agent.ports.events import ErrorEvent
+
+    def respond(request: ModelRequest) -> ScriptedResponse:
+        if request.system and request.system[0].label == "compact":
+            raise MissingSecretError(
+                var="COMPACT_KEY", user='model profile "compact"', source="config.toml: [x]"
+            )
+        calls[0] += 1
+        if calls[0] <= 20:
+            return ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}))
+        return ScriptedResponse.text("all done")
+
+    calls = [0]
+    model = ScriptedModel(default=respond)
+    h = Harness(model, max_turns=60, **SMALL_WINDOW)
+    h.fs.files["big.txt"] = ("some file content line\n" * 80).encode()
+    run = await h.service.start("read big.txt twenty times")
+    result = await run.wait()
+    assert result.status == "completed", result.reason
+    events = await h.store.run_events(run.run_id)
+    errors = [e for e in events if isinstance(e, ErrorEvent) and e.kind == "compaction"]
+    assert errors and "COMPACT_KEY" in errors[0].message and not errors[0].fatal
