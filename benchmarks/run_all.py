@@ -12,6 +12,7 @@ BENCHMARKS = [
     "bench_stream_parse.py",
     "bench_session_store.py",
     "bench_tokens.py",
+    "bench_context.py",
     "bench_cold_start.py",
 ]
 

@@ -15,7 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import ValidationError
+
 from soong_agent.application.summarizer import Summarizer, message_text
+from soong_agent.application.tools.todo import TodoWriteArgs, render_todos
 from soong_agent.domain import compaction as cp
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.config.schema import CompactConfig
@@ -27,6 +30,25 @@ from soong_agent.ports.system import TokenCounter
 MESSAGE_OVERHEAD = 4
 BACKGROUND_AT = 0.8
 Trigger = Literal["budget", "manual", "recovery", "background"]
+
+
+def todos_in(history: Sequence[Message]) -> str:
+    """The latest todo list found in the messages themselves (after a resume the in-memory
+    board is empty): the last valid `todo_write` call, else the one an earlier summary carried."""
+    for message in reversed(history):
+        for call in reversed(message.tool_calls):
+            if call.name != "todo_write":
+                continue
+            try:
+                args = TodoWriteArgs.model_validate_json(call.arguments)
+            except ValidationError:
+                continue
+            return render_todos(args.todos)
+        if message.kind == "summary":
+            carry = cp.parse_carry_over(message.text)
+            if carry is not None and carry.todos:
+                return carry.todos
+    return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +96,7 @@ class ContextWindow:
         self._new_id = new_id
         self._ids: list[str] = []
         self._o200k: dict[str, int] = {}
+        self._text_len: dict[str, int] = {}  # to notice a copy whose content changed (stubs)
         self._size: dict[str, int] = {}
         self._known = 0
         self._unknown_bytes = 0
@@ -111,6 +134,7 @@ class ContextWindow:
             if self._loaded():
                 tokens = self._count(text) + MESSAGE_OVERHEAD
                 self._o200k[message.id] = tokens
+                self._text_len[message.id] = len(text)
                 self._known += tokens
             else:
                 size = len(text.encode("utf-8")) + MESSAGE_OVERHEAD
@@ -120,8 +144,10 @@ class ContextWindow:
 
     def _count_unknown(self) -> None:
         for message in self._unknown:
-            tokens = self._count(message_text(message)) + MESSAGE_OVERHEAD
+            text = message_text(message)
+            tokens = self._count(text) + MESSAGE_OVERHEAD
             self._o200k[message.id] = tokens
+            self._text_len[message.id] = len(text)
             self._known += tokens
             self._unknown_bytes -= self._size.pop(message.id, 0)
         self._unknown = []
@@ -179,18 +205,19 @@ class ContextWindow:
         return self._compact.enabled and self.budget.needs_compaction(measure.non_system_tokens)
 
     def _tokens(self, messages: Sequence[Message]) -> list[int]:
+        """Estimates per message; a micro-compacted copy keeps its id, so its text is checked."""
         out = []
         for message in messages:
+            text = message_text(message)
             known = self._o200k.get(message.id)
-            if known is None:
-                known = self._count(message_text(message)) + MESSAGE_OVERHEAD
+            if known is None or self._text_len.get(message.id) != len(text):
+                known = self._count(text) + MESSAGE_OVERHEAD
             out.append(self._estimate(known))
         return out
 
-    def _carry(self) -> cp.CarryOver:
-        return cp.CarryOver(
-            instructions=self._instructions, latest_user_request="", todos=self._todos()
-        )
+    def _carry(self, history: Sequence[Message]) -> cp.CarryOver:
+        todos = self._todos() or todos_in(history)
+        return cp.CarryOver(instructions=self._instructions, latest_user_request="", todos=todos)
 
     # --- background summaries (auto_background) -------------------------------------------
     def maybe_start_background(self, history: Sequence[Message], measure: Measure) -> None:
@@ -240,7 +267,9 @@ class ContextWindow:
             first_id=ids[0],
             last_id=ids[-1],
         )
-        new = cp.apply_summary(history, selection, text, self._carry(), summary_id=self._new_id())
+        new = cp.apply_summary(
+            history, selection, text, self._carry(history), summary_id=self._new_id()
+        )
         report = cp.CompactionReport(
             strategy="summary",
             tokens_before=before,
@@ -325,10 +354,10 @@ class ContextWindow:
             if text is None:
                 return None, [], "failed"
             new = cp.apply_summary(
-                current, selection, text, self._carry(), summary_id=self._new_id()
+                current, selection, text, self._carry(current), summary_id=self._new_id()
             )
             return new, [selection.label], "ok"
-        new = cp.hard_reset(current, self._carry(), summary_id=self._new_id())
+        new = cp.hard_reset(current, self._carry(current), summary_id=self._new_id())
         label = cp.id_ranges(current, range(len(current)))
         return new, label, "ok"
 

@@ -42,7 +42,11 @@ def _todo_board() -> Any:
 def _todo_reader(board: Any) -> Any:
     from soong_agent.application.tools.todo import render_todos
 
-    return lambda session_id: render_todos(board.current_todos(session_id))
+    def read(session_id: str) -> str:
+        todos = board.current_todos(session_id)
+        return render_todos(todos) if todos else ""
+
+    return read
 
 
 def _clock() -> object:

@@ -185,7 +185,7 @@ async def test_a_killed_session_resumes_and_continues(
 
         def forget_stale_todos(n: int) -> ToolCallBlock | None:
             # A new process has an empty TodoBoard: the list written before the kill is only
-            # checked in the first resumed request (see the xfail test below).
+            # checked in the first resumed request (and the todo test below checks it survives later compactions).
             if n == hang_at:
                 script.state.todos = ""
             return None
@@ -294,12 +294,6 @@ async def test_resume_over_the_window_compacts_before_the_first_call(
 # --------------------------------------------------------------------------- library bugs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: a new process's TodoBoard is empty, so the first compaction after a "
-    "resume writes `(none)` as the todo list (complete_carry_over does not fall back to the "
-    "list an earlier summary carried) and the session's current todo list leaves the context",
-)
 async def test_the_todo_list_survives_compaction_after_a_resume(
     tmp_path: Path, counter: O200kTokenCounter
 ) -> None:
@@ -361,13 +355,6 @@ def _read_big_file_model(turns: int, *, summaries_fail: bool) -> ScriptedModel:
     return ScriptedModel(default=respond)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: ContextWindow._tokens reuses the per-message-id o200k cache for the "
-    "copies micro_compact returns (same ids, stubbed content), so a micro-compaction that "
-    "brings the context under the trigger is measured as saving nothing; the ladder goes on to "
-    "a summary, and when summaries fail, down to a hard reset of the whole context",
-)
 async def test_micro_compaction_alone_is_enough_when_it_fits(
     tmp_path: Path, counter: O200kTokenCounter
 ) -> None:

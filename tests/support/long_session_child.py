@@ -454,7 +454,11 @@ def build_service(
             context_window_tokens=window,
             provider_name="openai",
             token_counter=counter if counter is not None else O200kTokenCounter(),
-            todos=lambda session_id: render_todos(todo_board.current_todos(session_id)),
+            todos=lambda session_id: (
+                render_todos(todo_board.current_todos(session_id))
+                if todo_board.current_todos(session_id)
+                else ""
+            ),
         )
     )
 

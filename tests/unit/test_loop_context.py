@@ -18,7 +18,9 @@ SMALL_WINDOW = dict(
 )
 
 
-def reading_model(turns: int, *, summary: str = "SUMMARY of earlier work") -> ScriptedModel:
+def reading_model(
+    turns: int, *, summary: str = "SUMMARY of earlier work", delay_s: float = 0.0
+) -> ScriptedModel:
     """Reads big.txt `turns` times, then answers; answers summary requests with `summary`."""
 
     calls = [0]
@@ -28,7 +30,7 @@ def reading_model(turns: int, *, summary: str = "SUMMARY of earlier work") -> Sc
             return ScriptedResponse.text(summary)
         calls[0] += 1
         if calls[0] <= turns:
-            return ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}))
+            return ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}), delay_s=delay_s)
         return ScriptedResponse.text("all done")
 
     return ScriptedModel(default=respond)
@@ -176,3 +178,32 @@ async def test_a_failing_compact_profile_is_reported_and_the_ladder_goes_on() ->
     events = await h.store.run_events(run.run_id)
     errors = [e for e in events if isinstance(e, ErrorEvent) and e.kind == "compaction"]
     assert errors and "COMPACT_KEY" in errors[0].message and not errors[0].fatal
+
+
+async def test_background_summary_is_swapped_in_at_a_turn_boundary() -> None:
+    model = reading_model(20, delay_s=0.002)  # a model that takes time lets the summary run
+    h = Harness(model, max_turns=60, **SMALL_WINDOW)
+    h.fs.files["big.txt"] = ("some file content line\n" * 80).encode()
+    run = await h.service.start("read big.txt twenty times")
+    assert (await run.wait()).status == "completed"
+    events = await h.store.run_events(run.run_id)
+    triggers = [e.trigger for e in events if isinstance(e, CompactionEvent)]
+    assert "background" in triggers
+
+
+async def test_without_auto_background_compaction_waits_for_the_trigger() -> None:
+    model = reading_model(20)
+    config = dict(SMALL_WINDOW)
+    config["compact_config"] = CompactConfig(
+        reserve_tokens=1_000,
+        keep_recent_tokens=2_000,
+        max_summary_tokens=500,
+        auto_background=False,
+    )
+    h = Harness(model, max_turns=60, **config)  # type: ignore[arg-type]
+    h.fs.files["big.txt"] = ("some file content line\n" * 80).encode()
+    run = await h.service.start("read big.txt twenty times")
+    assert (await run.wait()).status == "completed"
+    events = await h.store.run_events(run.run_id)
+    triggers = {e.trigger for e in events if isinstance(e, CompactionEvent)}
+    assert triggers == {"budget"}
