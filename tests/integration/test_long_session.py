@@ -184,8 +184,8 @@ async def test_a_killed_session_resumes_and_continues(
         )
 
         def forget_stale_todos(n: int) -> ToolCallBlock | None:
-            # A new process has an empty TodoBoard: the list written before the kill is only
-            # checked in the first resumed request (and the todo test below checks it survives later compactions).
+            # A new process has an empty TodoBoard: the list written before the kill is checked
+            # in the first resumed request; the todo test below follows it through compactions.
             if n == hang_at:
                 script.state.todos = ""
             return None
