@@ -36,6 +36,7 @@ class GroupCommitWriter:
         self._queue: list[TurnCommit] = []
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
+        self._progress: asyncio.Event | None = None  # set each time a transaction ends
 
     async def submit(self, batch: TurnCommit) -> None:
         """Queue a batch; waits only when `max_lag` batches are already waiting."""
@@ -43,8 +44,12 @@ class GroupCommitWriter:
         self._queue.append(batch)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._drain())
-        if len(self._queue) >= self._max_lag:
-            await self.flush()
+        while len(self._queue) >= self._max_lag and not self._task.done():
+            # wait for the transaction in flight to end (it empties the queue into the next)
+            progress = self._progress = self._progress or asyncio.Event()
+            progress.clear()
+            await progress.wait()
+        self._raise_failure()
 
     async def flush(self) -> None:
         """Wait until every submitted batch is written; re-raise a write failure."""
@@ -66,3 +71,6 @@ class GroupCommitWriter:
                 self._error = exc
                 self._queue.clear()
                 return
+            finally:
+                if self._progress is not None:
+                    self._progress.set()

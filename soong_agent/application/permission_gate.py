@@ -25,15 +25,13 @@ _GLOB_CHARS = frozenset("*?[")
 
 def target_of(args: Any, ctx: ToolContext) -> tuple[permissions.TargetKind | None, str | None]:
     """What a call acts on, for path / command / URL rules: read from its arguments."""
-    command = getattr(args, "command", None)
-    if isinstance(command, str):
-        return "command", command
-    url = getattr(args, "url", None)
-    if isinstance(url, str):
-        return "url", url
-    path = getattr(args, "path", None)
-    if isinstance(path, str):
-        return "path", ctx.fs.display_path(path)
+    fields = getattr(type(args), "model_fields", None) or {}  # no getattr misses: they raise
+    if "command" in fields and isinstance(args.command, str):
+        return "command", args.command
+    if "url" in fields and isinstance(args.url, str):
+        return "url", args.url
+    if "path" in fields and isinstance(args.path, str):
+        return "path", ctx.fs.display_path(args.path)
     return None, None
 
 

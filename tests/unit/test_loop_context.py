@@ -125,12 +125,16 @@ async def test_resume_after_compaction_sends_the_compacted_context() -> None:
     h = Harness(model, max_turns=60, **SMALL_WINDOW)
     h.fs.files["big.txt"] = ("some file content line\n" * 80).encode()
     first = await (await h.service.start("read big.txt twenty times")).wait()
+    last_seen = non_compact_calls(model)[-1].messages
+    assert len(last_seen) < 42  # compacted: 20 reads would be 42 messages
     model.script.append(ScriptedResponse.text("resumed answer"))
     before = len(model.calls)
     await (await h.service.start("and now?", session_id=first.session_id)).wait()
-    resumed_request = model.calls[before]
-    assert resumed_request.messages[0].kind == "summary"
-    assert resumed_request.messages[-1].text == "and now?"
+    resumed = model.calls[before].messages
+    shape = [(m.role, m.kind, m.text, [r.content for r in m.tool_results]) for m in resumed]
+    seen = [(m.role, m.kind, m.text, [r.content for r in m.tool_results]) for m in last_seen]
+    assert shape[: len(seen)] == seen  # the same context the model saw last …
+    assert [m.text for m in resumed[len(seen) :]] == ["all done", "and now?"]  # … then the rest
 
 
 async def test_branch_from_an_earlier_user_message() -> None:
@@ -164,20 +168,23 @@ async def test_a_failing_compact_profile_is_reported_and_the_ladder_goes_on() ->
                 var="COMPACT_KEY", user='model profile "compact"', source="config.toml: [x]"
             )
         calls[0] += 1
-        if calls[0] <= 20:
-            return ScriptedResponse.tool_calls(("read_file", {"path": "big.txt"}))
+        if calls[0] <= 20:  # long answers, tiny tool results: micro-compaction cannot help
+            return ScriptedResponse.tool_calls(("list_dir", {}), text="thinking aloud " * 150)
         return ScriptedResponse.text("all done")
 
     calls = [0]
     model = ScriptedModel(default=respond)
     h = Harness(model, max_turns=60, **SMALL_WINDOW)
-    h.fs.files["big.txt"] = ("some file content line\n" * 80).encode()
-    run = await h.service.start("read big.txt twenty times")
+    run = await h.service.start("keep talking")
     result = await run.wait()
     assert result.status == "completed", result.reason
     events = await h.store.run_events(run.run_id)
     errors = [e for e in events if isinstance(e, ErrorEvent) and e.kind == "compaction"]
     assert errors and "COMPACT_KEY" in errors[0].message and not errors[0].fatal
+    strategies = {e.strategy for e in events if isinstance(e, CompactionEvent)}
+    assert "hard_reset" in strategies  # the last rung still kept the run going
+    last = non_compact_calls(model)[-1]
+    assert "keep talking" in "\n".join(m.text for m in last.messages)
 
 
 async def test_background_summary_is_swapped_in_at_a_turn_boundary() -> None:
