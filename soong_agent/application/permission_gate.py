@@ -91,8 +91,8 @@ class PermissionGate:
 
     async def check(
         self, call: ToolCallBlock, tool: Tool, args: Any, ctx: ToolContext, rec: RunRecorder
-    ) -> tuple[Decision, str]:
-        """The decision for this call and the one-line summary of what it does."""
+    ) -> tuple[Decision, str, str]:
+        """The decision for this call, the one-line summary of what it does, and the reason."""
         scope, summary = tool.describe(args, ctx)
         kind, target = target_of(args, ctx)
         shell = None
@@ -105,7 +105,7 @@ class PermissionGate:
         rec.event(
             PermissionDecided, call_id=call.id, tool=tool.name, decision=decision, reason=reason
         )
-        return decision, summary
+        return decision, summary, reason
 
     async def _decide(
         self,

@@ -173,11 +173,11 @@ class ToolPipeline:
             return ToolOutput(p.problem or "invalid tool call", is_error=True)
         tool, args = p.tool, p.args
         try:
-            decision, summary = await self._gate.check(p.call, tool, args, ctx, rec)
+            decision, summary, reason = await self._gate.check(p.call, tool, args, ctx, rec)
             if decision == "deny":
                 return ToolOutput(
-                    f"Permission denied: the user did not allow this {tool.name} call "
-                    f"({summary}). Do not retry it unchanged.",
+                    f"Permission denied ({reason}): this {tool.name} call ({summary}) did not "
+                    "run. Do not retry it unchanged.",
                     is_error=True,
                 )
             return await tool.handler(args, ctx)

@@ -45,6 +45,8 @@ class TerminalApprover:
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         async with self._lock:  # one question at a time on one terminal
+            for _ in range(3):  # let the event printer show the pending tool call line first
+                await asyncio.sleep(0)
             self._write(
                 f"\n? {request.tool} wants to {request.summary}\n"
                 f"  1) allow once\n"
