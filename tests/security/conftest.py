@@ -11,7 +11,6 @@ and from every file the runtime wrote, no connection on a listener.
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import socketserver
 import threading
@@ -28,9 +27,9 @@ from soong_agent.ports.messages import ToolResultBlock
 from soong_agent.ports.model import ModelRequest
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
 
-ALLOW = "allow_once"
-DENY = "deny"
 Answer = Literal["allow_once", "allow_for_session", "deny"]
+ALLOW: Answer = "allow_once"
+DENY: Answer = "deny"
 Call = tuple[str, dict[str, Any]]
 Mode = Literal["default", "accept_edits", "plan", "bypass"]
 
@@ -119,8 +118,15 @@ def _responder(step: Turn) -> Callable[[ModelRequest], ScriptedResponse]:
 
 @dataclass(frozen=True)
 class Secret:
+    """A canary and the file(s) where it lives legitimately."""
+
     path: Path
     value: str
+    also_in: tuple[Path, ...] = ()
+
+    @property
+    def homes(self) -> tuple[Path, ...]:
+        return (self.path, *self.also_in)
 
 
 @dataclass
@@ -142,6 +148,8 @@ class World:
     user_home: Path
     outside: Path
     secrets: dict[str, Secret] = field(default_factory=dict)
+    config_text: str = ""
+    model_section: str | None = None
 
     @property
     def outside_file(self) -> Path:
@@ -159,8 +167,19 @@ class World:
         return self.secrets[label]
 
     def write_config(self, extra: str = "") -> None:
+        """Write config.toml: the minimal [model] (or `model_section`), the config canary as a
+        comment, then `extra`."""
         config = self.secrets["config"]
-        write_minimal_config(self.home, f"# {config.value}\n{extra}")
+        if self.model_section is None:
+            write_minimal_config(self.home, f"# {config.value}\n{extra}")
+        else:
+            text = f"{self.model_section}# {config.value}\n{extra}"
+            (self.home / "config.toml").write_text(text, encoding="utf-8")
+        self.config_text = (self.home / "config.toml").read_text(encoding="utf-8")
+
+    def config_intact(self) -> bool:
+        """Whether config.toml still holds what the test wrote before the run."""
+        return (self.home / "config.toml").read_text(encoding="utf-8") == self.config_text
 
     async def run(
         self,
@@ -214,7 +233,7 @@ class World:
                 if secret.value in block.content:
                     found.append(f"{label}: tool result {index} ({block.name})")
             for path in files:
-                if path == secret.path:
+                if path in secret.homes:
                     continue
                 with contextlib.suppress(OSError):
                     if needle in path.read_bytes():
@@ -222,9 +241,12 @@ class World:
         return found
 
     def snapshot(self) -> dict[str, bytes]:
-        """The bytes of every planted secret file, to compare after a run."""
+        """The bytes of every planted secret file (not the runtime's own files), to compare
+        after a run."""
         return {
-            label: s.path.read_bytes() for label, s in self.secrets.items() if label != "config"
+            label: s.path.read_bytes()
+            for label, s in self.secrets.items()
+            if not s.path.is_relative_to(self.home)
         }
 
 
@@ -361,7 +383,3 @@ def network_config(*hosts: str, domains: Sequence[str] = (), extra: str = "") ->
     listed = ", ".join(f'"{h}"' for h in hosts)
     named = ", ".join(f'"{d}"' for d in domains)
     return f"[tools.network]\nallowed_hosts = [{listed}]\nallowed_domains = [{named}]\n{extra}"
-
-
-def environ_without(*names: str) -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in names}

@@ -9,6 +9,7 @@ neither the model nor any file in the soong-agent home.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,10 @@ from typing import Any
 import pytest
 
 from soong_agent.adapters.sandbox import safe_io
-from tests.security.conftest import ALLOW, DENY, Call, World, turn
+from tests.security.conftest import ALLOW, DENY, Call, Outcome, World, turn
 
 PWNED = "PWNED by the model"
+SHARED_TEXT = "outside data"  # in the outside file, and in project files that stand in for it
 
 
 def read(path: str) -> Call:
@@ -38,13 +40,20 @@ def file_call(tool: str, path: str, world: World) -> Call:
         return read(path)
     if tool == "write_file":
         return write(path)
-    return edit(path, world.secret("outside"))
+    return edit(path, SHARED_TEXT)
 
 
 FILE_TOOLS = ["read_file", "write_file", "edit_file"]
 
 
-def assert_outside_untouched(world: World, outcome: Any, before: dict[str, bytes]) -> None:
+def plant_private_name(world: World) -> str:
+    """A file outside the project whose name no call mentions: seeing it is a listing leak."""
+    name = f"private-{secrets.token_hex(8)}.txt"
+    (world.outside / name).write_text(f"{SHARED_TEXT} {world.secret('outside')}\n")
+    return name
+
+
+def assert_outside_untouched(world: World, outcome: Outcome, before: dict[str, bytes]) -> None:
     assert world.snapshot() == before
     assert world.leaks(outcome, "outside") == []
     assert not any(PWNED in p.read_text(errors="replace") for p in world.outside.rglob("*.txt"))
@@ -59,7 +68,7 @@ TRAVERSALS: dict[str, Callable[[World], str]] = {
     "tilde_dotdot": lambda w: "~/../outside/outside.txt",
     "proc_self_root": lambda w: f"/proc/self/root{w.outside_file}",
     "proc_self_cwd": lambda w: "/proc/self/cwd/../outside/outside.txt",
-    "proc_self_cwd_absolute": lambda w: f"/proc/self/cwd/{os.path.relpath(w.outside_file)}",
+    "proc_pid_root": lambda w: f"/proc/{os.getpid()}/root{w.outside_file}",
 }
 
 
@@ -98,9 +107,10 @@ SEARCHES: dict[str, Call] = {
 
 @pytest.mark.parametrize("search", list(SEARCHES))
 async def test_searches_do_not_leave_the_project(world: World, search: str) -> None:
+    private = plant_private_name(world)
     outcome = await world.run(SEARCHES[search], approval=ALLOW)
     assert world.leaks(outcome, "outside") == []
-    assert "outside.txt" not in outcome.seen_by_model.replace(str(world.outside_file), "")
+    assert private not in outcome.seen_by_model
 
 
 # --- symlinks -------------------------------------------------------------------------------
@@ -137,10 +147,11 @@ async def test_symlinked_parent_folder(world: World, tool: str) -> None:
 )
 async def test_symlinked_folder_is_neither_written_nor_searched(world: World, call: Call) -> None:
     (world.project / "vendor").symlink_to(world.outside, target_is_directory=True)
+    private = plant_private_name(world)
     outcome = await world.run(call, approval=ALLOW)
-    assert sorted(p.name for p in world.outside.iterdir()) == ["outside.txt"]
+    assert sorted(p.name for p in world.outside.iterdir()) == sorted(["outside.txt", private])
     assert world.leaks(outcome, "outside") == []
-    assert "outside.txt" not in outcome.seen_by_model.replace(str(world.outside_file), "")
+    assert private not in outcome.seen_by_model
 
 
 async def test_symlink_chain_inside_the_project_ending_outside(world: World) -> None:
@@ -159,7 +170,7 @@ async def test_allow_rule_for_a_folder_does_not_cover_a_symlink_out_of_it(world:
     config = '[permissions]\nallow = ["write_file(/docs/**)", "edit_file(/docs/**)"]\n'
     outcome = await world.run(
         write("docs/escape/outside.txt"),
-        edit("docs/escape/outside.txt", world.secret("outside")),
+        edit("docs/escape/outside.txt", SHARED_TEXT),
         write("docs/escape/new.txt"),
         approval=DENY,
         config=config,
@@ -191,9 +202,7 @@ def swap_folder_for_symlink(folder: Path, target: Path) -> Callable[[], None]:
 @pytest.mark.parametrize("tool", FILE_TOOLS)
 async def test_file_swapped_for_a_symlink_between_two_calls(world: World, tool: str) -> None:
     victim = world.project / "victim.txt"
-    victim.write_text(f"harmless {world.secret('outside')} text\n")  # so edit_file can match
-    (world.project / "victim.txt").unlink()
-    victim.write_text("harmless text\n")
+    victim.write_text(f"{SHARED_TEXT} (harmless project copy)\n")
     before = world.snapshot()
     outcome = await world.run(
         read("victim.txt"),
@@ -211,7 +220,7 @@ async def test_file_swapped_for_a_symlink_between_two_calls(world: World, tool: 
 async def test_folder_swapped_for_a_symlink_between_two_calls(world: World, tool: str) -> None:
     sub = world.project / "sub"
     sub.mkdir()
-    (sub / "outside.txt").write_text("inside copy\n")
+    (sub / "outside.txt").write_text(f"{SHARED_TEXT} (harmless project copy)\n")
     before = world.snapshot()
     outcome = await world.run(
         read("sub/outside.txt"),
@@ -258,7 +267,7 @@ async def test_file_swapped_for_a_symlink_after_the_check(
     world: World, monkeypatch: pytest.MonkeyPatch, tool: str, nth: int
 ) -> None:
     victim = world.project / "victim.txt"
-    victim.write_text(f"text {world.secret('outside')} text\n")  # edit_file's old_string matches
+    victim.write_text(f"{SHARED_TEXT} (harmless project copy)\n")
     before = world.snapshot()
     seen = swap_at_open(
         monkeypatch, "victim.txt", swap_for_symlink(victim, world.outside_file), nth
@@ -274,7 +283,7 @@ async def test_folder_swapped_for_a_symlink_after_the_check(
 ) -> None:
     sub = world.project / "sub"
     sub.mkdir()
-    (sub / "outside.txt").write_text(f"inside {world.secret('outside')} copy\n")
+    (sub / "outside.txt").write_text(f"{SHARED_TEXT} (harmless project copy)\n")
     before = world.snapshot()
     seen = swap_at_open(monkeypatch, "sub", swap_folder_for_symlink(sub, world.outside))
     outcome = await world.run(file_call(tool, "sub/outside.txt", world), approval=ALLOW)
@@ -287,7 +296,7 @@ async def test_file_swapped_for_a_hard_link_after_the_check(
     world: World, monkeypatch: pytest.MonkeyPatch, tool: str
 ) -> None:
     victim = world.project / "victim.txt"
-    victim.write_text(f"text {world.secret('outside')} text\n")
+    victim.write_text(f"{SHARED_TEXT} (harmless project copy)\n")
 
     def swap() -> None:
         staged = world.project / "staged.tmp"
@@ -298,6 +307,7 @@ async def test_file_swapped_for_a_hard_link_after_the_check(
     nth = 2 if tool == "edit_file" else 1  # edit: swapped between its read and its write
     seen = swap_at_open(monkeypatch, "victim.txt", swap, nth)
     outcome = await world.run(file_call(tool, "victim.txt", world), approval=ALLOW)
+    assert world.leaks(outcome, "outside") == []
     assert len(seen) >= nth and victim.stat().st_ino == world.outside_file.stat().st_ino
     assert world.snapshot() == before
     assert PWNED not in world.outside_file.read_text()
@@ -321,7 +331,7 @@ async def test_hard_link_in_a_subfolder_with_an_allow_rule(world: World) -> None
     before = world.snapshot()
     outcome = await world.run(
         write("docs/linked.txt"),
-        edit("docs/linked.txt", world.secret("outside")),
+        edit("docs/linked.txt", SHARED_TEXT),
         approval=DENY,
         config='[permissions]\nallow = ["write_file(/docs/**)", "edit_file(/docs/**)"]\n',
     )
