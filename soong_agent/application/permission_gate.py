@@ -7,6 +7,12 @@ the approver when the policy asks. Every decision is reported with its reason.
 
 from __future__ import annotations
 
+import glob as globlib
+import itertools
+import os
+import posixpath
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,31 +50,120 @@ def _path_like(word: str) -> str | None:
     return None
 
 
-def sandbox_problem(analysis: ShellAnalysis, ctx: ToolContext) -> str | None:
-    """Why a command line breaks the path policy: a literal path argument that may not be read,
-    or a redirection into a file that may not be written. None when it does not."""
-    check_read = getattr(ctx.fs, "check_read", None)
-    home = str(Path.home())
-    for command in analysis.commands:
-        for word in command.words[1:]:
-            path = _path_like(word) if word else None
-            if path is None or check_read is None or _GLOB_CHARS & set(path):
-                continue
-            if path.startswith("~"):
-                path = home + path[1:]
+_PROC = re.compile(r"(?:^|[\s=:(<>|;&`$])/+proc(?:/|\s|$)")
+_ALWAYS_RECURSIVE = frozenset({"rg", "ag", "ack", "tar", "zip", "7z", "bsdtar"})
+_RECURSIVE_WITH_FLAG = {
+    "grep": ("-r", "-R", "--recursive", "--dereference-recursive", "--directories=recurse"),
+    "egrep": ("-r", "-R", "--recursive"),
+    "fgrep": ("-r", "-R", "--recursive"),
+    "cp": ("-r", "-R", "-a", "--recursive", "--archive"),
+    "rsync": ("-r", "-a", "--recursive", "--archive"),
+    "scp": ("-r",),
+    "find": ("-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf"),
+}
+
+
+def _reads_recursively(words: Sequence[str | None]) -> bool:
+    name = posixpath.basename(words[0] or "")
+    if name in _ALWAYS_RECURSIVE:
+        return True
+    flags = _RECURSIVE_WITH_FLAG.get(name)
+    if flags is None:
+        return False
+    if name == "find" and any(w == "-maxdepth" and n == "0" for w, n in itertools.pairwise(words)):
+        return False  # only the start points themselves, which are checked as arguments
+    for word in words[1:]:
+        if word is None:
+            continue
+        if word in flags:
+            return True
+        short = word.startswith("-") and not word.startswith("--") and name != "find"
+        if short and any(f"-{letter}" in flags for letter in word[1:]):
+            return True
+    return False
+
+
+class _Checker:
+    """The path policy applied to one command line's words, redirections and globs."""
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self._ctx = ctx
+        self._read = getattr(ctx.fs, "check_read", None)
+        self._below = getattr(ctx.fs, "sensitive_below", None)
+        self._home = str(Path.home())
+
+    def _expand(self, path: str) -> str:
+        return self._home + path[1:] if path.startswith("~") else path
+
+    def read(self, path: str) -> str | None:
+        if self._read is None:
+            return None
+        path = self._expand(path)
+        candidates = [path]
+        if _GLOB_CHARS & set(path):  # the shell expands it: check what it would name
+            base = path if path.startswith("/") else posixpath.join(self._ctx.fs.root, path)
+            candidates = globlib.glob(base, include_hidden=True)[:1000]
+        for candidate in candidates:
             try:
-                check_read(path)
+                self._read(candidate)
             except SandboxViolation as exc:
                 return str(exc)
             except (OSError, ValueError):
                 continue  # a path that does not exist is not a leak
-        for target in command.writes_to:
-            if target in ("?", "/dev/null", "/dev/stdout", "/dev/stderr"):
+        return None
+
+    def write(self, target: str) -> str | None:
+        if target in ("?", "/dev/null", "/dev/stdout", "/dev/stderr"):
+            return None
+        try:
+            self._ctx.fs.check_write(self._expand(target))
+        except SandboxViolation as exc:
+            return str(exc)
+        return None
+
+    def recursive(self, words: Sequence[str | None]) -> str | None:
+        if self._below is None or not _reads_recursively(words):
+            return None
+        folders = [w for w in words[1:] if w and not w.startswith("-")]
+        for folder in folders or ["."]:
+            path = self._expand(folder)
+            base = path if path.startswith("/") else posixpath.join(self._ctx.fs.root, path)
+            if not os.path.isdir(base):
                 continue
-            try:
-                ctx.fs.check_write(home + target[1:] if target.startswith("~") else target)
-            except SandboxViolation as exc:
-                return str(exc)
+            found = self._below(base)
+            if found is not None:
+                return (
+                    f"{words[0]} would read {folder} recursively, which holds the sensitive "
+                    f"{found}; search with the grep/glob tools, which skip sensitive files"
+                )
+        return None
+
+
+def sandbox_problem(analysis: ShellAnalysis, ctx: ToolContext, line: str = "") -> str | None:
+    """Why a command line breaks the path policy: a literal path argument or input redirection
+    that may not be read (globs expanded), a redirection into a file that may not be written, a
+    recursive read of a folder holding sensitive files, or a reference to /proc (which exposes
+    the agent's own environment). None when it does not."""
+    if _PROC.search(line.replace('"', "").replace("'", "").replace("\\", "")):
+        return "commands may not reach /proc (it exposes the environment of running processes)"
+    check = _Checker(ctx)
+    for command in analysis.commands:
+        for word in command.words[1:]:
+            path = _path_like(word) if word else None
+            problem = check.read(path) if path is not None else None
+            if problem is not None:
+                return problem
+        for source in command.reads_from:
+            problem = check.read(source) if source != "?" else None
+            if problem is not None:
+                return problem
+        for target in command.writes_to:
+            problem = check.write(target)
+            if problem is not None:
+                return problem
+        problem = check.recursive(command.words)
+        if problem is not None:
+            return problem
     return None
 
 
@@ -117,7 +212,7 @@ class PermissionGate:
         rec: RunRecorder,
     ) -> tuple[Decision, str]:
         if request.shell is not None:
-            problem = sandbox_problem(request.shell, ctx)
+            problem = sandbox_problem(request.shell, ctx, request.target or "")
             if problem is not None:
                 return "deny", f"sandbox: {problem}"
         verdict = permissions.decide(

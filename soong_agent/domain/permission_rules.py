@@ -19,6 +19,7 @@ Forms (``Tool`` is a tool name; ``*`` in it matches any run of characters, ``*``
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -36,6 +37,9 @@ _DOMAIN = re.compile(
     r"^(\*\.)?[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$"
 )
 _BAD_HOST_CHARS = re.compile(r"[\\\s\x00-\x1f\x7f]")
+
+
+_GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +83,14 @@ class Rule:
         if self.kind != "prefix" or len(words) < len(self.words):
             return False
         head = list(words[: len(self.words)])
-        if loose_name and head[0] is not None and posixpath.basename(head[0]) == self.words[0]:
-            head[0] = self.words[0]
+        if loose_name and head[0] is not None:
+            name = posixpath.basename(head[0])
+            # bash expands a glob in the command name (`/usr/bin/tou?h`): for a deny rule, a
+            # name pattern that could expand to the denied name counts as that name
+            if name == self.words[0] or (
+                _GLOB_CHARS & set(name) and fnmatch.fnmatchcase(self.words[0], name)
+            ):
+                head[0] = self.words[0]
         return tuple(head) == self.words
 
     def matches_path(

@@ -9,10 +9,12 @@ from typing import Protocol, runtime_checkable
 @dataclass(frozen=True, slots=True)
 class SimpleCommand:
     """One command a shell line runs: its words (literal text; `None` for a word that is not
-    literal, e.g. `$VAR` or `$(…)`), and the files it redirects output to."""
+    literal, e.g. `$VAR` or `$(…)`), the files it redirects output to, and the files it reads
+    through input redirections (`< file`); `?` stands for a target that is not literal."""
 
     words: tuple[str | None, ...]
     writes_to: tuple[str, ...] = ()
+    reads_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,6 +158,30 @@ class LocalFileSystem:
             raise self._sensitive_link_violation(path, "read of")
         return resolved
 
+    def sensitive_below(self, path: str, *, limit: int = 20_000) -> str | None:
+        """A sensitive file or folder under the folder `path` (display form), or None.
+
+        Used to refuse commands that read folders recursively (`grep -r`, `tar`, `rg`): the
+        shell would open what the file tools refuse. Symlinked folders are not entered; the
+        walk stops after `limit` entries (then the folder counts as unchecked: None).
+        """
+        try:
+            _, resolved = self._policy.resolve(path)
+        except SandboxViolation:
+            return None
+        if not os.path.isdir(resolved):
+            return None
+        seen = 0
+        for folder, dirs, files in os.walk(resolved, followlinks=False):
+            for name in (*dirs, *files):
+                seen += 1
+                if seen > limit:
+                    return None
+                full = os.path.join(folder, name)
+                if self._policy.entry_is_sensitive(full, name):
+                    return self._policy.display(full)
+        return None
+
     def check_write(self, path: str) -> str:
         """The resolved absolute path if a write there is allowed; else raise SandboxViolation."""
         resolved, _root = self._policy.check_write(path)

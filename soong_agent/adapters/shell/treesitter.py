@@ -183,6 +183,7 @@ class _Redirects:
     """What the redirections of one command do."""
 
     writes: list[str] = field(default_factory=list)  # files written
+    reads: list[str] = field(default_factory=list)  # files read through `<`, `<&`, `<>`
     words: list[str | None] = field(default_factory=list)  # words after a target: arguments
     stdin: list[str | None] = field(default_factory=list)  # heredoc / herestring texts
 
@@ -206,8 +207,10 @@ class _Redirects:
         if op is None or not targets:
             return
         target = _literal(targets[0])
-        if op == ">&" and target is not None and (target.isdigit() or target == "-"):
+        if op in (">&", "<&") and target is not None and (target.isdigit() or target == "-"):
             return  # `2>&1`: a descriptor copy, not a file
+        if op in ("<", "<&", "<>"):
+            self.reads.append("?" if target is None else target)
         if op not in _WRITE_OPS and op != ">&":
             return
         if target is None:
@@ -242,8 +245,8 @@ def _command(
     all_words = tuple(words + own.words)
     if not named and all_words:
         all_words = (None, *all_words)
-    if all_words or own.writes:
-        command = SimpleCommand(all_words, tuple(own.writes))
+    if all_words or own.writes or own.reads:
+        command = SimpleCommand(all_words, tuple(own.writes), tuple(own.reads))
         _add(state, command, nesting, _text(node), stdin=tuple(own.stdin))
     for child in node.children:
         if child.type == "variable_assignment":
@@ -268,13 +271,23 @@ def _redirected(state: _State, node: Node, nesting: int, depth: int) -> None:
         if redirects.words:
             state.problem(f"words after the redirection of {_shorten(_text(node))!r}")
         added = state.commands[before:]
-        if redirects.writes and added:
-            writes = tuple(redirects.writes)
+        writes, reads = tuple(redirects.writes), tuple(redirects.reads)
+        if (writes or reads) and added:
             state.commands[before:] = [
-                SimpleCommand(c.words, (*c.writes_to, *writes)) for c in added
+                SimpleCommand(c.words, (*c.writes_to, *writes), (*c.reads_from, *reads))
+                for c in added
             ]
-        elif redirects.writes or redirects.words:
-            state.commands.append(SimpleCommand(tuple(redirects.words), tuple(redirects.writes)))
+        elif writes or reads or redirects.words:
+            state.commands.append(SimpleCommand(tuple(redirects.words), writes, reads))
+        for script in redirects.stdin:
+            # a heredoc fed to a list or pipeline reaches some command of it, maybe a shell:
+            # read it as a script too (checking more commands than run is the safe side)
+            if script is None:
+                state.problem(f"a here-document with expansions feeds {_shorten(_text(node))!r}")
+            elif nesting + 1 > state.max_nesting:
+                state.problem(f"commands nested more than {state.max_nesting} levels deep")
+            else:
+                _analyze_line(state, script, nesting=nesting + 1)
     for child in node.children:
         if child.type in _REDIRECT_TYPES:
             _walk(state, child, nesting, depth + 1)

@@ -263,6 +263,17 @@ DEFAULT_SENSITIVE_PATHS = [
     ".env.*",
     "${SOONG_AGENT_HOME}/config.toml",
     "${SOONG_AGENT_HOME}/sessions.sqlite",
+    # what the runtime loads from its home: a tool writing these would change the agent
+    "${SOONG_AGENT_HOME}/tools",
+    "${SOONG_AGENT_HOME}/hooks.json",
+    "${SOONG_AGENT_HOME}/mcp.json",
+    "${SOONG_AGENT_HOME}/agents",
+    "${SOONG_AGENT_HOME}/skills",
+    "${SOONG_AGENT_HOME}/rules",
+    "${SOONG_AGENT_HOME}/CLAUDE.md",
+    "${SOONG_AGENT_HOME}/AGENTS.md",
+    "${SOONG_AGENT_HOME}/memory",
+    "${SOONG_AGENT_HOME}/sessions",
 ]
 
 
