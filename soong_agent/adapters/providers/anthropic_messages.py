@@ -7,8 +7,6 @@ import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from json.scanner import make_scanner
-from typing import Any
 
 import httpx
 
@@ -18,6 +16,7 @@ from soong_agent.adapters.providers.anthropic_wire import (
     build_body,
     error_from_event,
 )
+from soong_agent.adapters.providers.base import HttpStreamProvider, loads, scan
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_httpx,
@@ -31,16 +30,11 @@ from soong_agent.ports.streaming import StreamEvent, TextDelta
 
 DEFAULT_VERSION = "2023-06-01"
 
-_loads = json.loads
-# The C scanner behind json.loads, called directly (as in openai_chat): anything it does not
-# take whole goes through json.loads, which gives the real answer or the real error.
-_scan: Callable[[str, int], tuple[Any, int]]
-_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 _DRAIN_TIMEOUT_S = 0.25
 
 
-class AnthropicMessagesProvider:
+class AnthropicMessagesProvider(HttpStreamProvider):
     """`ModelProvider` for the Anthropic Messages API (and servers that speak it)."""
 
     def __init__(
@@ -59,33 +53,23 @@ class AnthropicMessagesProvider:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        self._client = client
-        self._base_url = base_url.rstrip("/")
+        super().__init__(
+            client=client,
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            retry=retry,
+            timeout_s=timeout_s,
+            provider=provider,
+            sleep=sleep,
+            rand=rand,
+        )
         # base_url is the host ("https://api.anthropic.com"); one that already names /v1 works too
         suffix = "/messages" if self._base_url.endswith("/v1") else "/v1/messages"
         self._url = self._base_url + suffix
-        self._model = model
-        self._api_key = api_key
-        self._retry = retry
-        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
         self._max_output_tokens = max_output_tokens
         self._thinking_budget = thinking_budget_tokens
-        self._provider = provider
         self._version = anthropic_version
-        self._sleep = sleep
-        self._rand = rand
-
-    @property
-    def label(self) -> str:
-        return f"{self._provider} {self._model} at {self._base_url}"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        return self._base_url
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send `request` and yield its events; the last one is `StreamFinished`.
@@ -135,12 +119,12 @@ class AnthropicMessagesProvider:
                         async for batch in batches:
                             for payload in batch:
                                 try:
-                                    event, end = _scan(payload, 0)
+                                    event, end = scan(payload, 0)
                                 except (StopIteration, ValueError):
                                     end = -1
                                 if end != len(payload):
                                     try:
-                                        event = _loads(payload)
+                                        event = loads(payload)
                                     except ValueError as exc:
                                         raise _malformed(ctx, payload) from exc
                                 if type(event) is not dict:
@@ -192,9 +176,7 @@ class AnthropicMessagesProvider:
                 except httpx.HTTPError as exc:
                     raise error_from_httpx(ctx, exc) from exc
             except ProviderError as err:
-                if yielded or not err.retryable or not self._retry.should_retry(attempt):
-                    raise
-                await self._sleep(self._retry.delay(attempt, err.retry_after, self._rand()))
+                await self._back_off(attempt, err, yielded=yielded)
 
 
 # --- helpers of the exchange -----------------------------------------------------------------

@@ -11,11 +11,11 @@ import json
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from json.scanner import make_scanner
 from typing import Any
 
 import httpx
 
+from soong_agent.adapters.providers.base import HttpStreamProvider, loads, scan
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_httpx,
@@ -41,17 +41,10 @@ from soong_agent.ports.streaming import (
     UsageReported,
 )
 
-_loads = json.loads
-# The C scanner behind json.loads, called directly: it skips two Python frames and two regex
-# matches per line. Anything it does not take whole (whitespace around the object, an error)
-# goes through json.loads, which gives the real answer.
-_scan: Callable[[str, int], tuple[Any, int]]
-_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-
 _HEALTH_TIMEOUT_S = 5.0
 
 
-class OllamaChatProvider:
+class OllamaChatProvider(HttpStreamProvider):
     """`ModelProvider` for a local (or gateway-fronted) Ollama server's `/api/chat`."""
 
     def __init__(
@@ -67,29 +60,19 @@ class OllamaChatProvider:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        self._client = client
-        self._base_url = base_url.rstrip("/")
+        super().__init__(
+            client=client,
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            retry=retry,
+            timeout_s=timeout_s,
+            provider=provider,
+            sleep=sleep,
+            rand=rand,
+        )
         self._url = self._base_url + "/api/chat"
-        self._model = model
-        self._api_key = api_key
-        self._retry = retry
-        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
         self._health_timeout = httpx.Timeout(min(_HEALTH_TIMEOUT_S, timeout_s))
-        self._provider = provider
-        self._sleep = sleep
-        self._rand = rand
-
-    @property
-    def label(self) -> str:
-        return f"{self._provider} {self._model} at {self._base_url}"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        return self._base_url
 
     async def health(self) -> bool:
         """Whether an Ollama server answers at `base_url` (`GET /` gives 200). Never raises
@@ -140,14 +123,14 @@ class OllamaChatProvider:
                         async for batch in batches:
                             for line in batch:
                                 try:
-                                    obj, end = _scan(line, 0)
+                                    obj, end = scan(line, 0)
                                 except (StopIteration, ValueError):
                                     end = -1
                                 if end != len(line):
                                     if not line.strip():
                                         continue
                                     try:
-                                        obj = _loads(line)
+                                        obj = loads(line)
                                     except ValueError as exc:
                                         raise _malformed(ctx, line) from exc
                                 if type(obj) is not dict:
@@ -198,9 +181,7 @@ class OllamaChatProvider:
                 except httpx.HTTPError as exc:
                     raise self._transport_error(ctx, exc) from exc
             except ProviderError as err:
-                if yielded or not err.retryable or not self._retry.should_retry(attempt):
-                    raise
-                await self._sleep(self._retry.delay(attempt, err.retry_after, self._rand()))
+                await self._back_off(attempt, err, yielded=yielded)
 
     def _transport_error(self, ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
         if isinstance(exc, httpx.ConnectError) and connection_refused(exc):

@@ -7,11 +7,11 @@ import json
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from json.scanner import make_scanner
 from typing import Any
 
 import httpx
 
+from soong_agent.adapters.providers.base import HttpStreamProvider, loads, scan
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_chunk,
@@ -38,18 +38,12 @@ from soong_agent.ports.streaming import (
 )
 
 _DONE = "[DONE]"
-_loads = json.loads
-# The C scanner behind json.loads, called directly: it skips two Python frames and two regex
-# matches per chunk. Anything it does not take whole (leading/trailing whitespace, an error)
-# goes through json.loads, which gives the real answer.
-_scan: Callable[[str, int], tuple[Any, int]]
-_scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 # --- the provider ----------------------------------------------------------------------------
 
 
-class OpenAIChatProvider:
+class OpenAIChatProvider(HttpStreamProvider):
     """`ModelProvider` for OpenAI Chat Completions and compatible gateways."""
 
     def __init__(
@@ -65,28 +59,18 @@ class OpenAIChatProvider:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        self._client = client
-        self._base_url = base_url.rstrip("/")
+        super().__init__(
+            client=client,
+            base_url=base_url,
+            model=model,
+            api_key=api_key,
+            retry=retry,
+            timeout_s=timeout_s,
+            provider=provider,
+            sleep=sleep,
+            rand=rand,
+        )
         self._url = self._base_url + "/chat/completions"
-        self._model = model
-        self._api_key = api_key
-        self._retry = retry
-        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
-        self._provider = provider
-        self._sleep = sleep
-        self._rand = rand
-
-    @property
-    def label(self) -> str:
-        return f"{self._provider} {self._model} at {self._base_url}"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def base_url(self) -> str:
-        return self._base_url
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send `request` and yield its events; the last one is `StreamFinished`.
@@ -129,12 +113,12 @@ class OpenAIChatProvider:
                                     done = True
                                     break
                                 try:
-                                    chunk, end = _scan(payload, 0)
+                                    chunk, end = scan(payload, 0)
                                 except (StopIteration, ValueError):
                                     end = -1
                                 if end != len(payload):
                                     try:
-                                        chunk = _loads(payload)
+                                        chunk = loads(payload)
                                     except ValueError as exc:
                                         raise _malformed(ctx, payload) from exc
                                 if type(chunk) is not dict:
@@ -202,9 +186,7 @@ class OpenAIChatProvider:
                 except httpx.HTTPError as exc:
                     raise error_from_httpx(ctx, exc) from exc
             except ProviderError as err:
-                if yielded or not err.retryable or not self._retry.should_retry(attempt):
-                    raise
-                await self._sleep(self._retry.delay(attempt, err.retry_after, self._rand()))
+                await self._back_off(attempt, err, yielded=yielded)
 
 
 # --- helpers of the exchange -----------------------------------------------------------------

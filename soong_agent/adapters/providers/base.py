@@ -1,0 +1,68 @@
+"""What the HTTP streaming providers share: identity, connection settings, retry, fast JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Awaitable, Callable
+from json.scanner import make_scanner
+from typing import Any
+
+import httpx
+
+from soong_agent.adapters.providers.retry import RetryPolicy
+from soong_agent.ports.errors import ProviderError
+
+loads = json.loads
+# The C scanner behind json.loads, called directly in the hot loops: it skips two Python frames
+# and two regex matches per chunk. Anything it does not take whole (whitespace around the
+# object, an error) goes through `loads`, which gives the real answer or the real error.
+scan: Callable[[str, int], tuple[Any, int]]
+scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+class HttpStreamProvider:
+    """Base of the providers that stream one HTTP response per model call."""
+
+    def __init__(
+        self,
+        *,
+        client: httpx.AsyncClient,
+        base_url: str,
+        model: str,
+        api_key: Callable[[], str | None],
+        retry: RetryPolicy,
+        timeout_s: float,
+        provider: str,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self._client = client
+        self._base_url = base_url.rstrip("/")
+        self._model = model
+        self._api_key = api_key
+        self._retry = retry
+        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+        self._provider = provider
+        self._sleep = sleep
+        self._rand = rand
+
+    @property
+    def label(self) -> str:
+        return f"{self._provider} {self._model} at {self._base_url}"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    async def _back_off(self, attempt: int, error: ProviderError, *, yielded: bool) -> None:
+        """Wait before the next attempt, or raise `error` when it may not be retried: only
+        transient failures are, and only while nothing has been handed to the caller."""
+        if yielded or not error.retryable or not self._retry.should_retry(attempt):
+            raise error
+        await self._sleep(self._retry.delay(attempt, error.retry_after, self._rand()))
