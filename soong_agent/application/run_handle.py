@@ -43,14 +43,33 @@ class RunResult:
         return self.status == "completed"
 
 
-class Run:
-    """One run in progress; `events()` replays from the first event, so no reader misses any."""
+REPLAY_EVENTS = 5_000
 
-    def __init__(self, *, session_id: str, run_id: str, cancel_timeout_s: float) -> None:
+
+class Run:
+    """One run in progress.
+
+    `events()` replays from the first event, so a reader that starts late misses nothing, as
+    long as the run has not yet produced more than `replay_events` events that every reader
+    has already seen: beyond that, the oldest seen events are let go (they are in the session
+    store) so that a run of thousands of turns does not keep all of them in memory.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        run_id: str,
+        cancel_timeout_s: float,
+        replay_events: int = REPLAY_EVENTS,
+    ) -> None:
         self.session_id = session_id
         self.run_id = run_id
         self._cancel_timeout_s = cancel_timeout_s
         self._events: list[RunEvent] = []
+        self._first = 0  # the sequence index of self._events[0]
+        self._keep = replay_events
+        self._readers: dict[int, int] = {}  # reader id -> next index it will read
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[RunResult] | None = None
         self._closed = False
@@ -59,7 +78,17 @@ class Run:
     # --- the event sink side (the loop) ---------------------------------------------------
     def emit(self, event: RunEvent) -> None:
         self._events.append(event)
+        if len(self._events) >= 2 * self._keep:
+            self._trim()
         self._wake()
+
+    def _trim(self) -> None:
+        end = self._first + len(self._events) - self._keep
+        if self._readers:
+            end = min(end, *self._readers.values())
+        if end > self._first:
+            del self._events[: end - self._first]
+            self._first = end
 
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -86,17 +115,23 @@ class Run:
         return self._task is not None and self._task.done()
 
     async def events(self) -> AsyncIterator[RunEvent]:
-        """Every event of the run in order, from the first, until the run ends."""
-        index = 0
-        while True:
-            while index < len(self._events):
-                yield self._events[index]
-                index += 1
-            if self._closed:
-                return
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            await waiter
+        """Every event of the run in order, from the first kept one, until the run ends."""
+        reader = id(object())
+        index = self._first
+        self._readers[reader] = index
+        try:
+            while True:
+                while index < self._first + len(self._events):
+                    yield self._events[max(index, self._first) - self._first]
+                    index = max(index, self._first) + 1
+                    self._readers[reader] = index
+                if self._closed:
+                    return
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                await waiter
+        finally:
+            self._readers.pop(reader, None)
 
     async def wait(self) -> RunResult:
         """Wait for the run to end and return how it ended."""

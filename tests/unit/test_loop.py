@@ -349,3 +349,27 @@ async def test_tool_arguments_json_is_passed_through_unchanged() -> None:
     await (await h.service.start("go")).wait()
     assert model.calls[1].messages[-2].tool_calls[0].arguments == raw
     assert h.fs.files["k.txt"] == "é".encode()
+
+
+async def test_long_runs_keep_a_bounded_replay_buffer_but_live_readers_miss_nothing() -> None:
+    from soong_agent.application.run_handle import Run
+
+    run = Run(session_id="s", run_id="r", cancel_timeout_s=1, replay_events=10)
+    reader = run.events()
+    seen: list[int] = []
+
+    def event(seq: int) -> TextDeltaEvent:
+        return TextDeltaEvent(seq=seq, run_id="r", session_id="s", at=0, text=str(seq))
+
+    run.emit(event(1))
+    seen.append((await reader.__anext__()).seq)
+    for seq in range(2, 60):
+        run.emit(event(seq))
+        seen.append((await reader.__anext__()).seq)
+    assert seen == list(range(1, 60))  # a live reader sees every event
+    assert len(run._events) < 20  # the buffer was trimmed behind it
+    late = run.events()
+    first_late = (await late.__anext__()).seq
+    assert first_late > 1  # a reader starting now begins at the oldest kept event
+    await reader.aclose()
+    await late.aclose()
