@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from soong_agent.adapters.storage import transactions
 from soong_agent.ports.artifacts import ArtifactInfo
 from soong_agent.ports.errors import RunError, UsageError
 
@@ -39,7 +40,6 @@ _ID_RE = re.compile(r"art_[0-9a-f]{8,64}")
 _SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _FILENAME_MAX = 120
-_BEGIN_ATTEMPTS = 5
 
 
 def safe_filename(name: str) -> str:
@@ -51,11 +51,6 @@ def safe_filename(name: str) -> str:
         keep = ext if dot and 0 < len(ext) <= 16 else ""
         base = base[: _FILENAME_MAX - len(keep) - 1].rstrip(".") + ("." + keep if keep else "")
     return base or "artifact"
-
-
-def _is_locked(exc: BaseException) -> bool:
-    text = str(getattr(exc, "orig", exc)).lower()
-    return "database is locked" in text or "database is busy" in text
 
 
 def _info(row: Any) -> ArtifactInfo:
@@ -82,14 +77,7 @@ class _Artifacts:
         conn = sqlite3.connect(str(self.db_path), isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            for attempt in range(_BEGIN_ATTEMPTS):
-                try:
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if not _is_locked(exc) or attempt == _BEGIN_ATTEMPTS - 1:
-                        raise
-                    time.sleep(0.02 * (attempt + 1))
+            transactions.enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
         except BaseException:
             conn.close()
@@ -129,44 +117,10 @@ class _Artifacts:
         return conn
 
     def _ensure_schema(self, conn: Connection) -> None:
-        from sqlalchemy.exc import OperationalError
-
-        from soong_agent.adapters.storage.tables import SCHEMA_VERSION, create_schema
-
-        version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
-        conn.rollback()
-        if version > SCHEMA_VERSION:
-            raise UsageError(
-                f"the session database {self.db_path} has schema version {version}, newer than"
-                f" this soong-agent understands ({SCHEMA_VERSION})"
-            )
-        if version == SCHEMA_VERSION:
-            return
-        try:  # BEGIN IMMEDIATE serialises two processes creating the schema at once
-            self._write(conn, create_schema)
-        except OperationalError as exc:
-            if "already exists" not in str(exc.orig):
-                raise
-            self._write(conn, create_schema)
+        transactions.ensure_schema(conn, self.db_path)
 
     def _write(self, conn: Connection, work: Callable[[Connection], None]) -> None:
-        from sqlalchemy.exc import OperationalError
-
-        for attempt in range(_BEGIN_ATTEMPTS):
-            try:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                break
-            except OperationalError as exc:
-                conn.rollback()
-                if not _is_locked(exc) or attempt == _BEGIN_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        try:
-            work(conn)
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
+        transactions.write(conn, work)
 
     def call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run one operation; database failures become `RunError`s naming the file."""

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from soong_agent.adapters.storage import transactions
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import MESSAGE_LIST, Message
@@ -37,17 +37,11 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-_BEGIN_ATTEMPTS = 5
 """BEGIN IMMEDIATE attempts when the busy timeout alone did not get the write lock."""
 _CHUNK = 2000
 """Rows validated per pydantic call when loading, so the event loop gets the GIL in between."""
 _NO_LIMIT = 1 << 62
 _MMAP_BYTES = 256 * 1024 * 1024
-
-
-def _is_locked(exc: BaseException) -> bool:
-    text = str(getattr(exc, "orig", exc)).lower()
-    return "database is locked" in text or "database is busy" in text
 
 
 @cache
@@ -100,14 +94,7 @@ class _Database:
         conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            for attempt in range(_BEGIN_ATTEMPTS):
-                try:
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if not _is_locked(exc) or attempt == _BEGIN_ATTEMPTS - 1:
-                        raise
-                    time.sleep(0.02 * (attempt + 1))
+            transactions.enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             # Reads of long sessions copy far less through memory-mapped pages (~2x faster).
@@ -172,44 +159,10 @@ class _Database:
             raise RunError(f"session database {self.path}: {exc}") from exc
 
     def _ensure_schema(self, conn: Connection) -> None:
-        from sqlalchemy.exc import OperationalError
-
-        from soong_agent.adapters.storage.tables import SCHEMA_VERSION, create_schema
-
-        version = conn.exec_driver_sql("PRAGMA user_version").scalar_one()
-        conn.rollback()
-        if version > SCHEMA_VERSION:
-            raise UsageError(
-                f"the session database {self.path} has schema version {version}, newer than"
-                f" this soong-agent understands ({SCHEMA_VERSION})"
-            )
-        if version == SCHEMA_VERSION:
-            return
-        try:  # BEGIN IMMEDIATE serialises two processes creating the schema at once
-            self._write(conn, create_schema)
-        except OperationalError as exc:
-            if "already exists" not in str(exc.orig):
-                raise
-            self._write(conn, create_schema)
+        transactions.ensure_schema(conn, self.path)
 
     def _write(self, conn: Connection, work: Callable[[Connection], None]) -> None:
-        from sqlalchemy.exc import OperationalError
-
-        for attempt in range(_BEGIN_ATTEMPTS):
-            try:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                break
-            except OperationalError as exc:
-                conn.rollback()
-                if not _is_locked(exc) or attempt == _BEGIN_ATTEMPTS - 1:
-                    raise
-                time.sleep(0.05 * (attempt + 1))
-        try:
-            work(conn)
-            conn.commit()
-        except BaseException:
-            conn.rollback()
-            raise
+        transactions.write(conn, work)
 
     def _read(self, work: Callable[[Connection], _T]) -> _T:
         conn, _ = self.connection()
