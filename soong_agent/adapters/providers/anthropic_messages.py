@@ -16,11 +16,16 @@ from soong_agent.adapters.providers.anthropic_wire import (
     build_body,
     error_from_event,
 )
-from soong_agent.adapters.providers.base import HttpStreamProvider, loads, scan
+from soong_agent.adapters.providers.base import (
+    HttpStreamProvider,
+    check_event_stream,
+    drain,
+    loads,
+    scan,
+)
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_httpx,
-    error_from_response,
 )
 from soong_agent.adapters.providers.retry import RetryPolicy
 from soong_agent.adapters.providers.sse import payload_batches
@@ -29,9 +34,6 @@ from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import StreamEvent, TextDelta
 
 DEFAULT_VERSION = "2023-06-01"
-
-
-_DRAIN_TIMEOUT_S = 0.25
 
 
 class AnthropicMessagesProvider(HttpStreamProvider):
@@ -110,7 +112,12 @@ class AnthropicMessagesProvider(HttpStreamProvider):
                         ) as response,
                         aclosing(payload_batches(response.aiter_bytes())) as batches,
                     ):
-                        await _check_status(response, ctx)
+                        await check_event_stream(
+                            response,
+                            ctx,
+                            error_in_body=error_from_event,
+                            not_streams=("application/json", "text/html", "text/plain"),
+                        )
                         # --- the hot loop: one JSON scan and a few lookups per event ---
                         state = StreamState()
                         tool_args = state.tool_args
@@ -168,7 +175,7 @@ class AnthropicMessagesProvider(HttpStreamProvider):
                                 break
                         if not done:
                             raise ctx.error("transport", "stream ended before message_stop")
-                        await _drain(batches)
+                        await drain(batches)
                         for item in state.finish():
                             yielded = True
                             yield item
@@ -180,40 +187,6 @@ class AnthropicMessagesProvider(HttpStreamProvider):
 
 
 # --- helpers of the exchange -----------------------------------------------------------------
-
-
-async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
-    """Raise the classified error of a failed response, or of one that does not stream."""
-    status = response.status_code
-    if status >= 400:
-        body = await response.aread()
-        raise error_from_response(ctx, status, response.headers, body)
-    content_type = response.headers.get("content-type", "").lower()
-    if content_type.startswith(("application/json", "text/html", "text/plain")):
-        body = await response.aread()
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and parsed.get("error"):
-            raise error_from_event(ctx, parsed["error"])
-        raise ctx.error(
-            "protocol",
-            f"expected an event stream, got {content_type}: "
-            + body[:200].decode("utf-8", "replace"),
-            status=status,
-        )
-
-
-async def _drain(batches: AsyncIterator[list[str]]) -> None:
-    """Read what follows message_stop (normally just the end of the body) so the connection
-    can be reused; a server that keeps the body open is given up on quickly."""
-    try:
-        async with asyncio.timeout(_DRAIN_TIMEOUT_S):
-            async for _ in batches:
-                pass
-    except (TimeoutError, httpx.HTTPError):
-        pass
 
 
 def _malformed(ctx: ErrorContext, payload: str, why: str = "") -> ProviderError:

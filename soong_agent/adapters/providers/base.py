@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from json.scanner import make_scanner
 from typing import Any
 
 import httpx
 
+from soong_agent.adapters.providers.http_errors import ErrorContext, error_from_response
 from soong_agent.adapters.providers.retry import RetryPolicy
 from soong_agent.ports.errors import ProviderError
 
@@ -66,3 +67,47 @@ class HttpStreamProvider:
         if yielded or not error.retryable or not self._retry.should_retry(attempt):
             raise error
         await self._sleep(self._retry.delay(attempt, error.retry_after, self._rand()))
+
+
+DRAIN_TIMEOUT_S = 0.25
+
+
+async def drain(batches: AsyncIterator[list[str]]) -> None:
+    """Read what follows the end marker (normally just the end of the body) so the connection
+    can be reused; a server that keeps the body open is given up on quickly."""
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            async for _ in batches:
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass  # the answer is complete; only connection reuse is lost
+
+
+async def check_event_stream(
+    response: httpx.Response,
+    ctx: ErrorContext,
+    *,
+    error_in_body: Callable[[ErrorContext, Any], ProviderError],
+    not_streams: tuple[str, ...] = ("application/json", "text/html"),
+) -> None:
+    """Raise the classified error of a failed response, or of one that is not an event
+    stream (an `error` object in such a body is classified by `error_in_body`)."""
+    status = response.status_code
+    if status >= 400:
+        body = await response.aread()
+        raise error_from_response(ctx, status, response.headers, body)
+    content_type = response.headers.get("content-type", "").lower()
+    if content_type.startswith(not_streams):
+        body = await response.aread()
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict) and parsed.get("error"):
+            raise error_in_body(ctx, parsed["error"])
+        raise ctx.error(
+            "protocol",
+            f"expected an event stream, got {content_type}: "
+            + body[:200].decode("utf-8", "replace"),
+            status=status,
+        )

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from soong_agent.adapters.providers.base import HttpStreamProvider, loads, scan
+from soong_agent.adapters.providers.base import HttpStreamProvider, drain, loads, scan
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_httpx,
@@ -168,7 +168,7 @@ class OllamaChatProvider(HttpStreamProvider):
                             raise ctx.error(
                                 "transport", "stream ended before the final line (done: true)"
                             )
-                        await _drain(batches)
+                        await drain(batches)
                         usage = parse_usage(final)
                         if usage is not None:
                             yielded = True
@@ -194,8 +194,6 @@ class OllamaChatProvider(HttpStreamProvider):
 
 
 # --- helpers of the exchange -----------------------------------------------------------------
-
-_DRAIN_TIMEOUT_S = 0.25
 
 
 async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
@@ -254,17 +252,6 @@ async def _line_batches(response: httpx.Response) -> AsyncGenerator[list[str], N
         yield lines
     if tail.strip():
         yield [tail.decode("utf-8", "replace")]
-
-
-async def _drain(batches: AsyncIterator[list[str]]) -> None:
-    """Read what follows the final line (normally just the end of the body) so that the
-    connection can be reused; a server that keeps the body open is given up on quickly."""
-    try:
-        async with asyncio.timeout(_DRAIN_TIMEOUT_S):
-            async for _ in batches:
-                pass
-    except (TimeoutError, httpx.HTTPError):
-        pass
 
 
 def _malformed(ctx: ErrorContext, line: str, why: str = "") -> ProviderError:

@@ -5,18 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any
 
 import httpx
 
-from soong_agent.adapters.providers.base import HttpStreamProvider, loads, scan
+from soong_agent.adapters.providers.base import (
+    HttpStreamProvider,
+    check_event_stream,
+    drain,
+    loads,
+    scan,
+)
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_chunk,
     error_from_httpx,
-    error_from_response,
 )
 from soong_agent.adapters.providers.openai_wire import (
     FINISH_REASONS,
@@ -25,7 +30,7 @@ from soong_agent.adapters.providers.openai_wire import (
     parse_usage,
 )
 from soong_agent.adapters.providers.retry import RetryPolicy
-from soong_agent.adapters.providers.sse import SSEDecoder
+from soong_agent.adapters.providers.sse import payload_batches
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import (
@@ -99,9 +104,9 @@ class OpenAIChatProvider(HttpStreamProvider):
                             headers=headers,
                             timeout=self._timeout,
                         ) as response,
-                        aclosing(_payload_batches(response)) as batches,
+                        aclosing(payload_batches(response.aiter_bytes())) as batches,
                     ):
-                        await _check_status(response, ctx)
+                        await check_event_stream(response, ctx, error_in_body=error_from_chunk)
                         # --- the hot loop: one json.loads and a few lookups per chunk ---
                         calls = ToolCalls()
                         usage: Any = None
@@ -164,7 +169,7 @@ class OpenAIChatProvider(HttpStreamProvider):
                             # complete answer; one before it lost part of the answer
                             raise ctx.error("transport", "stream ended before [DONE]")
                         if done:
-                            await _drain(batches)
+                            await drain(batches)
                         had_calls = bool(calls)
                         for ready in calls.drain():
                             yielded = True
@@ -190,55 +195,6 @@ class OpenAIChatProvider(HttpStreamProvider):
 
 
 # --- helpers of the exchange -----------------------------------------------------------------
-
-_DRAIN_TIMEOUT_S = 0.25
-
-
-async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
-    """Raise the classified error of a failed response, or of one that does not stream."""
-    status = response.status_code
-    if status >= 400:
-        body = await response.aread()
-        raise error_from_response(ctx, status, response.headers, body)
-    content_type = response.headers.get("content-type", "").lower()
-    if content_type.startswith(("application/json", "text/html")):
-        body = await response.aread()
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and parsed.get("error"):
-            raise error_from_chunk(ctx, parsed["error"])
-        raise ctx.error(
-            "protocol",
-            f"expected an event stream, got {content_type}: "
-            + body[:200].decode("utf-8", "replace"),
-            status=status,
-        )
-
-
-async def _payload_batches(response: httpx.Response) -> AsyncGenerator[list[str], None]:
-    """The SSE `data` payloads of the body, in batches (one per byte piece that ends events)."""
-    decoder = SSEDecoder()
-    feed = decoder.feed
-    async for piece in response.aiter_bytes():
-        batch = feed(piece)
-        if batch:
-            yield batch
-    batch = decoder.flush()
-    if batch:
-        yield batch
-
-
-async def _drain(batches: AsyncIterator[list[str]]) -> None:
-    """Read what follows [DONE] (normally just the end of the body) so the connection can be
-    reused; a server that keeps the body open after [DONE] is given up on quickly."""
-    try:
-        async with asyncio.timeout(_DRAIN_TIMEOUT_S):
-            async for _ in batches:
-                pass
-    except (TimeoutError, httpx.HTTPError):
-        pass
 
 
 def _malformed(ctx: ErrorContext, payload: str) -> ProviderError:
