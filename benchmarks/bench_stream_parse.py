@@ -17,9 +17,9 @@ import json
 import random
 import statistics
 import time
-from collections.abc import AsyncIterator
 
 import httpx
+from stream_support import make_client, split_pieces
 
 from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
 from soong_agent.adapters.providers.retry import RetryPolicy
@@ -81,36 +81,6 @@ def build_stream(n_chunks: int, tool_fragments: int, seed: int = 7) -> bytes:
     return "".join(out).encode()
 
 
-def split_pieces(data: bytes, seed: int = 11) -> list[bytes]:
-    """The stream cut into pieces of 4-16 KiB, as a socket would deliver it."""
-    rng = random.Random(seed)
-    pieces: list[bytes] = []
-    i = 0
-    while i < len(data):
-        size = rng.randint(4 * 1024, 16 * 1024)
-        pieces.append(data[i : i + size])
-        i += size
-    return pieces
-
-
-class PieceStream(httpx.AsyncByteStream):
-    def __init__(self, pieces: list[bytes]) -> None:
-        self._pieces = pieces
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for piece in self._pieces:
-            yield piece
-
-
-def make_client(pieces: list[bytes]) -> httpx.AsyncClient:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            200, headers={"content-type": "text/event-stream"}, stream=PieceStream(pieces)
-        )
-
-    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
-
-
 async def run_baseline(client: httpx.AsyncClient) -> int:
     count = 0
     async with client.stream("POST", BASE_URL + "/chat/completions", content=b"{}") as response:
@@ -143,7 +113,7 @@ async def main(n_chunks: int, tool_fragments: int, repeats: int) -> None:
         f"(4-16 KiB), tool call in {tool_fragments:,} fragments"
     )
     request = ModelRequest(system=[], messages=[user_text("bench")])
-    async with make_client(pieces) as client:
+    async with make_client(pieces, "text/event-stream") as client:
         provider = OpenAIChatProvider(
             client=client,
             base_url=BASE_URL,

@@ -18,9 +18,9 @@ import json
 import random
 import statistics
 import time
-from collections.abc import AsyncIterator
 
 import httpx
+from stream_support import make_client, split_pieces
 
 from soong_agent.adapters.providers.ollama_chat import OllamaChatProvider
 from soong_agent.adapters.providers.retry import RetryPolicy
@@ -98,36 +98,6 @@ def build_stream(n_lines: int, seed: int = 7) -> bytes:
     return "".join(out).encode()
 
 
-def split_pieces(data: bytes, seed: int = 11) -> list[bytes]:
-    """The stream cut into pieces of 4-16 KiB, as a socket would deliver it."""
-    rng = random.Random(seed)
-    pieces: list[bytes] = []
-    i = 0
-    while i < len(data):
-        size = rng.randint(4 * 1024, 16 * 1024)
-        pieces.append(data[i : i + size])
-        i += size
-    return pieces
-
-
-class PieceStream(httpx.AsyncByteStream):
-    def __init__(self, pieces: list[bytes]) -> None:
-        self._pieces = pieces
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for piece in self._pieces:
-            yield piece
-
-
-def make_client(pieces: list[bytes]) -> httpx.AsyncClient:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            200, headers={"content-type": "application/x-ndjson"}, stream=PieceStream(pieces)
-        )
-
-    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
-
-
 async def run_baseline(client: httpx.AsyncClient) -> int:
     count = 0
     async with client.stream("POST", BASE_URL + "/api/chat", content=b"{}") as response:
@@ -162,7 +132,7 @@ async def main(n_lines: int, repeats: int) -> None:
         "(4-16 KiB), one whole tool call with ~12 KiB of arguments"
     )
     request = ModelRequest(system=[], messages=[user_text("bench")])
-    async with make_client(pieces) as client:
+    async with make_client(pieces, "application/x-ndjson") as client:
         provider = OllamaChatProvider(
             client=client,
             base_url=BASE_URL,
