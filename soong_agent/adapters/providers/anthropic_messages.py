@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -85,16 +84,12 @@ class AnthropicMessagesProvider(HttpStreamProvider):
             max_output_tokens=self._max_output_tokens,
             thinking_budget_tokens=self._thinking_budget,
         )
-        content = json.dumps(body, ensure_ascii=False).encode()
-        key = self._api_key()
         headers = {
             "anthropic-version": self._version,
             "content-type": "application/json",
             "accept": "text/event-stream",
         }
-        if key:
-            headers["x-api-key"] = key
-        ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
+        content, headers, ctx = self._prepare(body, headers, key_header="x-api-key")
 
         attempt = 0
         yielded = False
@@ -103,13 +98,7 @@ class AnthropicMessagesProvider(HttpStreamProvider):
             try:
                 try:
                     async with (
-                        self._client.stream(
-                            "POST",
-                            self._url,
-                            content=content,
-                            headers=headers,
-                            timeout=self._timeout,
-                        ) as response,
+                        self._post(content, headers) as response,
                         aclosing(payload_batches(response.aiter_bytes())) as batches,
                     ):
                         await check_event_stream(

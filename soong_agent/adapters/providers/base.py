@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from json.scanner import make_scanner
 from typing import Any
 
@@ -46,6 +47,7 @@ class HttpStreamProvider:
         self._retry = retry
         self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
         self._provider = provider
+        self._url = self._base_url  # subclasses append their endpoint
         self._sleep = sleep
         self._rand = rand
 
@@ -60,6 +62,25 @@ class HttpStreamProvider:
     @property
     def base_url(self) -> str:
         return self._base_url
+
+    def _prepare(
+        self, body: dict[str, Any], headers: dict[str, str], *, key_header: str = "authorization"
+    ) -> tuple[bytes, dict[str, str], ErrorContext]:
+        """The encoded body, the headers with the key (read now, at first use) and the error
+        context that scrubs that key from messages."""
+        key = self._api_key()
+        if key:
+            headers[key_header] = f"Bearer {key}" if key_header == "authorization" else key
+        ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
+        return json.dumps(body, ensure_ascii=False).encode(), headers, ctx
+
+    def _post(
+        self, content: bytes, headers: dict[str, str]
+    ) -> AbstractAsyncContextManager[httpx.Response]:
+        """The streaming POST of one attempt."""
+        return self._client.stream(
+            "POST", self._url, content=content, headers=headers, timeout=self._timeout
+        )
 
     async def _back_off(self, attempt: int, error: ProviderError, *, yielded: bool) -> None:
         """Wait before the next attempt, or raise `error` when it may not be retried: only

@@ -7,7 +7,6 @@ to start it.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -93,12 +92,10 @@ class OllamaChatProvider(HttpStreamProvider):
         Transient failures are retried per the policy, but only while nothing has been
         yielded yet: once the caller has seen an event, a failure is raised at once.
         """
-        content = json.dumps(build_body(self._model, request), ensure_ascii=False).encode()
-        key = self._api_key()
-        headers = {"content-type": "application/json", "accept": "application/x-ndjson"}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
+        content, headers, ctx = self._prepare(
+            build_body(self._model, request),
+            {"content-type": "application/json", "accept": "application/x-ndjson"},
+        )
 
         attempt = 0
         yielded = False
@@ -107,13 +104,7 @@ class OllamaChatProvider(HttpStreamProvider):
             try:
                 try:
                     async with (
-                        self._client.stream(
-                            "POST",
-                            self._url,
-                            content=content,
-                            headers=headers,
-                            timeout=self._timeout,
-                        ) as response,
+                        self._post(content, headers) as response,
                         aclosing(_line_batches(response)) as batches,
                     ):
                         await _check_status(response, ctx)

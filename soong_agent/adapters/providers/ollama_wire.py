@@ -11,9 +11,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from soong_agent.adapters.providers.openai_wire import convert_tools, system_text
 from soong_agent.ports.errors import ProviderErrorKind
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
-from soong_agent.ports.model import ModelRequest, SystemPart, ToolSpec
+from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import StopReason, ToolCallReady, Usage
 
 DONE_REASONS: dict[str, StopReason] = {
@@ -22,11 +23,6 @@ DONE_REASONS: dict[str, StopReason] = {
 }
 
 # --- request conversion ----------------------------------------------------------------------
-
-
-def system_text(parts: Sequence[SystemPart]) -> str:
-    """The system parts joined into one text, empty parts left out."""
-    return "\n\n".join(p.text for p in parts if p.text)
 
 
 def arguments_object(arguments: str) -> dict[str, Any]:
@@ -72,20 +68,6 @@ def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             if text or not results:
                 out.append({"role": "user", "content": text})
     return out
-
-
-def convert_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.parameters,
-            },
-        }
-        for t in tools
-    ]
 
 
 def build_body(model: str, request: ModelRequest) -> dict[str, Any]:

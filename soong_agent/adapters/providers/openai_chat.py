@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -83,12 +82,10 @@ class OpenAIChatProvider(HttpStreamProvider):
         Transient failures are retried per the policy, but only while nothing has been
         yielded yet: once the caller has seen an event, a failure is raised at once.
         """
-        content = json.dumps(build_body(self._model, request), ensure_ascii=False).encode()
-        key = self._api_key()
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
+        content, headers, ctx = self._prepare(
+            build_body(self._model, request),
+            {"content-type": "application/json", "accept": "text/event-stream"},
+        )
 
         attempt = 0
         yielded = False
@@ -97,13 +94,7 @@ class OpenAIChatProvider(HttpStreamProvider):
             try:
                 try:
                     async with (
-                        self._client.stream(
-                            "POST",
-                            self._url,
-                            content=content,
-                            headers=headers,
-                            timeout=self._timeout,
-                        ) as response,
+                        self._post(content, headers) as response,
                         aclosing(payload_batches(response.aiter_bytes())) as batches,
                     ):
                         await check_event_stream(response, ctx, error_in_body=error_from_chunk)
