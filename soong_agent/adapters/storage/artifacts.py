@@ -87,37 +87,9 @@ class _Artifacts:
     def connection(self) -> Connection:
         if self._conn is not None:
             return self._conn
-        try:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(
-                f"cannot create the folder of the session database {self.db_path}: {exc}"
-            ) from exc
-        if self.db_path.is_dir():
-            raise UsageError(f"the session database path {self.db_path} is a directory")
-        from sqlalchemy import create_engine
-        from sqlalchemy.exc import DBAPIError
-        from sqlalchemy.pool import StaticPool
-
-        engine = create_engine(
-            "sqlite+pysqlite://", creator=self._connect_dbapi, poolclass=StaticPool
-        )
-        try:
-            conn = engine.connect()
-            self._ensure_schema(conn)
-        except DBAPIError as exc:
-            engine.dispose()
-            raise UsageError(
-                f"cannot open the session database {self.db_path}: {exc.orig}"
-            ) from exc
-        except BaseException:
-            engine.dispose()
-            raise
+        engine, conn = transactions.open_engine(self.db_path, self._connect_dbapi)
         self._engine, self._conn = engine, conn
         return conn
-
-    def _ensure_schema(self, conn: Connection) -> None:
-        transactions.ensure_schema(conn, self.db_path)
 
     def _write(self, conn: Connection, work: Callable[[Connection], None]) -> None:
         transactions.write(conn, work)

@@ -105,32 +105,9 @@ class _Database:
         return conn
 
     def _open(self) -> tuple[Connection, Statements]:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(
-                f"cannot create the folder of the session database {self.path}: {exc}"
-            ) from exc
-        if self.path.is_dir():
-            raise UsageError(f"the session database path {self.path} is a directory")
-        from sqlalchemy import create_engine
-        from sqlalchemy.exc import DBAPIError
-        from sqlalchemy.pool import StaticPool
-
         from soong_agent.adapters.storage.tables import Statements
 
-        engine = create_engine(
-            "sqlite+pysqlite://", creator=self._connect_dbapi, poolclass=StaticPool
-        )
-        try:
-            conn = engine.connect()
-            self._ensure_schema(conn)
-        except DBAPIError as exc:
-            engine.dispose()
-            raise UsageError(f"cannot open the session database {self.path}: {exc.orig}") from exc
-        except BaseException:
-            engine.dispose()
-            raise
+        engine, conn = transactions.open_engine(self.path, self._connect_dbapi)
         self._engine, self._conn, self._st = engine, conn, Statements()
         return conn, self._st
 
@@ -157,9 +134,6 @@ class _Database:
             raise RunError(f"session database {self.path}: {exc.orig}") from exc
         except sqlite3.Error as exc:
             raise RunError(f"session database {self.path}: {exc}") from exc
-
-    def _ensure_schema(self, conn: Connection) -> None:
-        transactions.ensure_schema(conn, self.path)
 
     def _write(self, conn: Connection, work: Callable[[Connection], None]) -> None:
         transactions.write(conn, work)

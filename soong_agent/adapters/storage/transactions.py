@@ -12,7 +12,7 @@ from soong_agent.ports.errors import UsageError
 if TYPE_CHECKING:
     import sqlite3
 
-    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine import Connection, Engine
 
 BEGIN_ATTEMPTS = 5
 
@@ -80,3 +80,29 @@ def ensure_schema(conn: Connection, path: Path) -> None:
         if "already exists" not in str(exc.orig):
             raise
         write(conn, create_schema)
+
+
+def open_engine(path: Path, connect: Callable[[], sqlite3.Connection]) -> tuple[Engine, Connection]:
+    """An engine over one pinned driver connection to `path`, its schema ensured; the folder
+    is created. Problems with the file become `UsageError`s naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the folder of the session database {path}: {exc}") from exc
+    if path.is_dir():
+        raise UsageError(f"the session database path {path} is a directory")
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.pool import StaticPool
+
+    engine = create_engine("sqlite+pysqlite://", creator=connect, poolclass=StaticPool)
+    try:
+        conn = engine.connect()
+        ensure_schema(conn, path)
+    except DBAPIError as exc:
+        engine.dispose()
+        raise UsageError(f"cannot open the session database {path}: {exc.orig}") from exc
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine, conn
