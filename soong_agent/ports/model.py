@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from soong_agent.ports.messages import Message
 from soong_agent.ports.streaming import StreamEvent
@@ -28,6 +28,34 @@ class SystemPart:
     stable: bool = True
 
 
+ToolChoiceMode = Literal["auto", "none", "required", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolChoice:
+    """Whether the model may, must or must not call tools, or which one it must call.
+
+    `mode` ``"tool"`` names the tool in `name`; the other modes have no name. Each provider
+    sends it in its own wire shape (Ollama has none: see its adapter).
+    """
+
+    mode: ToolChoiceMode
+    name: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> ToolChoice:
+        """``auto``, ``none``, ``required``, or any other text as the name of a tool."""
+        value = text.strip()
+        if not value:
+            raise ValueError("tool_choice is empty; use auto, none, required or a tool name")
+        if value in ("auto", "none", "required"):
+            return cls(mode=value)  # type: ignore[arg-type]
+        return cls(mode="tool", name=value)
+
+    def __str__(self) -> str:
+        return self.name if self.mode == "tool" and self.name else self.mode
+
+
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """Everything a provider needs for one call."""
@@ -38,6 +66,8 @@ class ModelRequest:
     max_output_tokens: int | None = None
     temperature: float | None = None
     metadata: dict[str, str] = field(default_factory=dict)
+    tool_choice: ToolChoice | None = None
+    """None leaves the choice to the provider's default (the model decides)."""
 
 
 @runtime_checkable

@@ -371,7 +371,7 @@ async def test_request_body_and_headers(
         {"role": "tool", "tool_call_id": "c1", "content": "A!"},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",  # never null: llama.cpp and other strict servers refuse it
             "tool_calls": [
                 {
                     "id": "c2",

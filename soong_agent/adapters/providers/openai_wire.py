@@ -47,7 +47,9 @@ def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 for b in message.content
                 if isinstance(b, ToolCallBlock)
             ]
-            wire: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+            # Always a string: strict servers (llama.cpp, some vLLM versions) refuse `null`
+            # beside `tool_calls` with HTTP 500/400, and the official API accepts "".
+            wire: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 wire["tool_calls"] = calls
             out.append(wire)
