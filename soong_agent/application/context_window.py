@@ -23,7 +23,7 @@ from soong_agent.domain import compaction as cp
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.config.schema import CompactConfig
 from soong_agent.domain.token_estimate import ProviderCalibration
-from soong_agent.ports.errors import SoongAgentError
+from soong_agent.ports.errors import ConfigError, SoongAgentError
 from soong_agent.ports.messages import Message
 from soong_agent.ports.system import TokenCounter
 
@@ -84,7 +84,8 @@ class ContextWindow:
         todos: Callable[[], str] = lambda: "",
         new_id: Callable[[], str],
     ) -> None:
-        self.budget = budget
+        self._base = budget
+        self.budget = budget  # `_base` fitted to the system prompt's measured size
         self._counter = counter
         self._compact = compact
         self._summarizer = summarizer
@@ -169,18 +170,44 @@ class ContextWindow:
         return self._estimate(self._system_o200k)
 
     def measure(self, history: Sequence[Message], *, exact: bool = False) -> Measure:
-        """Tokens of the system part and of the messages; exact once it could matter."""
+        """Tokens of the system part and of the messages; exact once it could matter.
+
+        Before the tokenizer is loaded, sizes are upper bounds (UTF-8 bytes). When the bounds
+        come near the compaction trigger, or leave the window no room, both parts are counted
+        exactly before anything is decided, so a context that fits is never compacted.
+        Raises ConfigError when the measured system prompt leaves the window no room.
+        """
         self._sync(history)
-        bound = self._estimate(self._known + self._unknown_bytes)
-        if self._unknown and (exact or bound > self.budget.compact_trigger * BACKGROUND_AT):
+        inexact = bool(self._unknown) or self._system_o200k is None
+        if inexact and (exact or self._could_matter()):
             self._count_unknown()
-        if exact and self._system_o200k is None:
             self._system_o200k = self._count(self._system_text)
+        system = self.system_tokens()
+        try:
+            self.budget = self._base.with_system(system)
+        except ValueError as exc:
+            raise ConfigError(f"context budget of the model: {exc}") from exc
         return Measure(
-            system_tokens=self.system_tokens(),
+            system_tokens=system,
             non_system_tokens=self._estimate(self._known + self._unknown_bytes),
             exact=not self._unknown,
         )
+
+    def _could_matter(self) -> bool:
+        """Whether the upper bounds come near the trigger (or leave no room at all)."""
+        bound = self._estimate(self._known + self._unknown_bytes)
+        try:
+            budget = self._base.with_system(self.system_tokens())
+        except ValueError:
+            return True
+        return bound > budget.compact_trigger * BACKGROUND_AT
+
+    def count_text(self, text: str) -> int | None:
+        """The estimated tokens of `text` once the tokenizer is loaded (None before: loading it
+        just for this would cost more than it tells)."""
+        if not self._loaded():
+            return None
+        return self._estimate(self._count(text))
 
     def o200k_of(self, history: Sequence[Message]) -> int | None:
         """The exact o200k count of a request's messages and system part, when known."""
@@ -233,7 +260,7 @@ class ContextWindow:
         selection = cp.select_for_summary(
             history,
             tokens,
-            keep_recent_tokens=self._compact.keep_recent_tokens,
+            keep_recent_tokens=self.budget.keep_recent,
             protect_latest_user=False,  # the carry-over keeps the request verbatim
         )
         if selection is None:
@@ -253,10 +280,7 @@ class ContextWindow:
         text = task.result()
         if len(history) < len(ids) or tuple(m.id for m in history[: len(ids)]) != ids:
             return None  # the path changed under it (another compaction): drop it
-        if (
-            cp.summary_problem(text, max_summary_tokens=self._compact.max_summary_tokens)
-            is not None
-        ):
+        if cp.summary_problem(text, max_summary_tokens=self.budget.max_summary) is not None:
             return None
         tokens = self._tokens(history)
         before = sum(tokens)
@@ -323,7 +347,7 @@ class ContextWindow:
     async def _rung(
         self, rung: cp.Rung, current: list[Message], tokens: list[int]
     ) -> tuple[list[Message] | None, list[str], cp.Outcome]:
-        keep = self._compact.keep_recent_tokens
+        keep = self.budget.keep_recent
         if rung in ("micro", "micro_aggressive"):
             plan = cp.micro_compact(
                 current,
@@ -370,9 +394,7 @@ class ContextWindow:
             self.problems.append(f"the compaction summary failed: {exc}")
             return None
         size = self._estimate(self._count(text)) if text else 0
-        problem = cp.summary_problem(
-            text, max_summary_tokens=self._compact.max_summary_tokens, tokens=size
-        )
+        problem = cp.summary_problem(text, max_summary_tokens=self.budget.max_summary, tokens=size)
         if problem:
             self.problems.append(f"the compaction summary was not usable: {problem}")
             return None

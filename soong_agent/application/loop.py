@@ -11,16 +11,17 @@ from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
 from soong_agent.application.tool_pipeline import ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
-from soong_agent.domain.compaction import CompactionReport
+from soong_agent.domain.compaction import CompactionReport, approx_tokens, has_earlier_context
 from soong_agent.domain.config.schema import PriceConfig
 from soong_agent.domain.history import CONTINUATION_PROMPT, synthetic_results, unanswered_calls
 from soong_agent.domain.usage import cost_usd
-from soong_agent.ports.errors import ProviderError, SoongAgentError
+from soong_agent.ports.errors import ConfigError, ProviderError, SoongAgentError
 from soong_agent.ports.events import (
     CompactionEvent,
     ContextMeasured,
     ErrorEvent,
     ModelCallStarted,
+    ModelRetry,
     RunFinished,
     RunStarted,
     RunStatus,
@@ -39,8 +40,9 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
     user_text,
 )
-from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart
+from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolChoice
 from soong_agent.ports.streaming import (
+    RetryScheduled,
     StopReason,
     StreamFinished,
     TextDelta,
@@ -64,6 +66,8 @@ class LoopSettings:
     max_output_tokens: int | None = None
     temperature: float | None = None
     price: PriceConfig | None = None
+    tool_choice: ToolChoice | None = None
+    """Sent with the first model request of the run only (then the model decides)."""
 
 
 @dataclass(slots=True)
@@ -123,6 +127,8 @@ class AgentLoop:
         self._answer: list[str] = []
         self._usage = Usage()
         self._turns = 0
+        self._calls = 0  # model calls really sent (a missing API key sends none)
+        self._measured = 0  # the context size of the last measure, for estimated usage
         self._context = context
         self._compaction_requests: list[asyncio.Future[CompactionReport | None]] = []
 
@@ -168,7 +174,9 @@ class AgentLoop:
                 )
             )
         rec.add_message(user_text(message))
-        await rec.commit_pipelined()
+        # durable before the first request: whatever happens next (a second Ctrl-C, SIGKILL,
+        # a crash in the provider), the session is listed, showable and resumable
+        await rec.commit()
 
     async def _react(self, rec: RunRecorder) -> tuple[RunStatus, str | None]:
         continuations = 0
@@ -231,6 +239,7 @@ class AgentLoop:
         if early is not None:
             self._apply_compaction(rec, early, trigger="background")
         measure = ctx.measure(rec.history)
+        self._measured = measure.system_tokens + measure.non_system_tokens
         rec.event(
             ContextMeasured,
             system_tokens=measure.system_tokens,
@@ -242,7 +251,8 @@ class AgentLoop:
         )
         if self._compaction_requests:
             await self._compact(rec, "manual")
-        elif ctx.over_trigger(measure):
+        elif ctx.over_trigger(measure) and has_earlier_context(rec.history):
+            # (a path of only the request itself has nothing to compact: it is sent as is)
             await self._compact(rec, "budget")
         else:
             ctx.maybe_start_background(rec.history, measure)
@@ -307,31 +317,68 @@ class AgentLoop:
             tools=self._registry.specs(),
             max_output_tokens=self._settings.max_output_tokens,
             temperature=self._settings.temperature,
+            tool_choice=self._settings.tool_choice if self._turns == 1 else None,
         )
-        async for item in self._provider.stream(request):
-            if isinstance(item, TextDelta):
-                turn.text.append(item.text)
-                rec.event(TextDeltaEvent, text=item.text)
-            elif isinstance(item, ToolCallReady):
-                turn.calls.append(item.call)
-            elif isinstance(item, ThinkingDelta):
-                turn.add_thinking(item)
-                if item.text:
-                    rec.event(ThinkingDeltaEvent, text=item.text)
-            elif isinstance(item, UsageReported):
-                turn.usage = item.usage
-                self._usage = self._usage + item.usage
-                rec.event(
-                    UsageEvent,
-                    model=self._settings.model_label,
-                    usage=item.usage,
-                    cost_usd=cost_usd(item.usage, self._settings.price),
-                )
-            elif isinstance(item, StreamFinished):
-                turn.stop = item.stop_reason
+        sent = False
+        try:
+            async for item in self._provider.stream(request):
+                sent = True
+                if isinstance(item, TextDelta):
+                    turn.text.append(item.text)
+                    rec.event(TextDeltaEvent, text=item.text)
+                elif isinstance(item, ToolCallReady):
+                    turn.calls.append(item.call)
+                elif isinstance(item, ThinkingDelta):
+                    turn.add_thinking(item)
+                    if item.text:
+                        rec.event(ThinkingDeltaEvent, text=item.text)
+                elif isinstance(item, UsageReported):
+                    turn.usage = item.usage
+                    self._add_usage(rec, item.usage)
+                elif isinstance(item, StreamFinished):
+                    turn.stop = item.stop_reason
+                elif isinstance(item, RetryScheduled):
+                    rec.event(
+                        ModelRetry,
+                        kind=item.kind,
+                        reason=item.reason,
+                        attempt=item.attempt,
+                        max_attempts=item.max_attempts,
+                        delay_s=item.delay_s,
+                    )
+        except ConfigError:
+            raise  # nothing was sent (e.g. the API key is missing)
+        except BaseException:
+            sent = True
+            raise
+        finally:
+            if sent:
+                self._calls += 1
         if turn.calls:
             turn.stop = "tool_use"
+        if turn.usage is None:
+            self._add_usage(rec, self._estimated_usage(turn))
         return turn
+
+    def _add_usage(self, rec: RunRecorder, usage: Usage) -> None:
+        self._usage = self._usage + usage
+        rec.event(
+            UsageEvent,
+            model=self._settings.model_label,
+            usage=usage,
+            cost_usd=cost_usd(usage, self._settings.price),
+        )
+
+    def _estimated_usage(self, turn: _Turn) -> Usage:
+        """The token counter's estimate of a call the server reported no usage for."""
+        output = "".join(turn.text) + "".join(turn.thinking)
+        output += "".join(c.name + c.arguments for c in turn.calls)
+        counted = self._context.count_text(output) if self._context is not None else None
+        return Usage(
+            input_tokens=self._measured,
+            output_tokens=counted if counted is not None else approx_tokens(output),
+            estimated=True,
+        )
 
     def _close_open_turn(self, rec: RunRecorder, reason: str) -> None:
         """Keep partial text and give every started tool call exactly one result."""
@@ -390,6 +437,6 @@ class AgentLoop:
             reason=reason,
             usage=self._usage,
             cost_usd=cost_usd(self._usage, self._settings.price),
-            turns=self._turns,
+            turns=self._calls,
             error=error,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -14,7 +15,7 @@ from soong_agent.application.summarizer import Summarizer, tools_text
 from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
 from soong_agent.application.tools.compact import compact_tool
-from soong_agent.domain.budget import compute_budget
+from soong_agent.domain.budget import ContextBudget, compute_budget
 from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.prompt import assemble_system_prompt
@@ -24,7 +25,7 @@ from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError, SessionNotFound, UsageError
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
-from soong_agent.ports.model import ModelProvider, SystemPart
+from soong_agent.ports.model import ModelProvider, SystemPart, ToolChoice
 from soong_agent.ports.prompt import ContextSource
 from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
@@ -85,18 +86,43 @@ class RunService:
             )
         return session, path[:-1]
 
+    def _budget(self, system_tokens: int = 0) -> ContextBudget:
+        d = self._deps
+        try:
+            return compute_budget(
+                context_window=d.context_window_tokens,
+                context=d.context_config,
+                compact=d.compact_config,
+                system_tokens=system_tokens,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"context budget of the model: {exc}") from exc
+
+    def _system_prompt(self, registry: ToolRegistry) -> list[SystemPart]:
+        d = self._deps
+        return assemble_system_prompt(
+            tools=registry.specs(),
+            instructions=d.context.instructions(),
+            environment=d.context.environment(),
+        )
+
+    def fitted_budget(self) -> tuple[ContextBudget, int]:
+        """The effective budget of the main model for this runtime's system prompt (counted
+        exactly), and that prompt's size: what `config check` shows. Raises ConfigError when
+        the window cannot work."""
+        d = self._deps
+        registry = ToolRegistry([*d.registry.tools(), compact_tool(lambda: None)])
+        system = self._system_prompt(registry)
+        text = "\n\n".join(p.text for p in system) + tools_text(registry.specs())
+        counter = d.token_counter
+        tokens = counter.count(text) if counter is not None else len(text) // 4
+        return self._budget(tokens), tokens
+
     def _context_window(
         self, system: list[SystemPart], registry: ToolRegistry, session_id: str
     ) -> ContextWindow | None:
         d = self._deps
-        try:
-            budget = compute_budget(
-                context_window=d.context_window_tokens,
-                context=d.context_config,
-                compact=d.compact_config,
-            )
-        except ValueError as exc:
-            raise ConfigError(f"context budget: {exc}") from exc
+        budget = self._budget()
         todos = d.todos
         return ContextWindow(
             counter=d.token_counter,
@@ -104,7 +130,7 @@ class RunService:
             compact=d.compact_config,
             summarizer=Summarizer(
                 d.compact_provider or d.provider,
-                max_summary_tokens=d.compact_config.max_summary_tokens,
+                max_summary_tokens=budget.max_summary,
             ),
             calibration=ProviderCalibration.initial(d.provider_name),
             system_text="\n\n".join(p.text for p in system) + tools_text(registry.specs()),
@@ -114,13 +140,18 @@ class RunService:
         )
 
     async def start(
-        self, message: str, *, session_id: str | None = None, from_message: str | None = None
+        self,
+        message: str,
+        *,
+        session_id: str | None = None,
+        from_message: str | None = None,
+        tool_choice: ToolChoice | None = None,
     ) -> Run:
         """Begin a run in the background and return its handle.
 
         `session_id` resumes a session; with `from_message` (a user message of it) the run
         starts a new branch: its message replaces that one, and the rest of the old path stays
-        in the store as another branch.
+        in the store as another branch. `tool_choice` applies to the run's first model request.
         """
         if not message.strip():
             raise UsageError("the message is empty; say what the agent should do")
@@ -171,19 +202,19 @@ class RunService:
             max_result_chars=d.max_result_chars,
             analyzer=d.shell_analyzer,
         )
-        system = assemble_system_prompt(
-            tools=registry.specs(),
-            instructions=d.context.instructions(),
-            environment=d.context.environment(),
-        )
+        _check_tool_choice(tool_choice, registry)
+        system = self._system_prompt(registry)
+        context = self._context_window(system, registry, session.id)
+        if context is not None:
+            context.measure(history)  # a window that cannot work fails here, before any write
         loop = AgentLoop(
             provider=d.provider,
             registry=registry,
             pipeline=pipeline,
             system=system,
-            settings=d.settings,
+            settings=dataclasses.replace(d.settings, tool_choice=tool_choice),
             tool_context=ToolContext(fs=d.fs, session_id=session.id, run_id=run_info.id),
-            context=self._context_window(system, registry, session.id),
+            context=context,
         )
         loops.append(loop)
         run.set_compaction_hook(loop.request_compaction)
@@ -193,3 +224,14 @@ class RunService:
         )
         run.attach(task)
         return run
+
+
+def _check_tool_choice(choice: ToolChoice | None, registry: ToolRegistry) -> None:
+    if choice is None or choice.mode != "tool":
+        return
+    names = [spec.name for spec in registry.specs()]
+    if choice.name not in names:
+        raise UsageError(
+            f"tool_choice names the tool {choice.name!r}, which this run does not have; "
+            f"use auto, none, required or one of: {', '.join(sorted(names))}"
+        )

@@ -8,7 +8,8 @@ The application drives a ladder of rungs, each at most once, in the order of `LA
    (`select_for_summary`, `summary_problem`, `apply_summary`).
 3. `micro_aggressive` — every old tool result is stubbed and the recent window is halved.
 4. `slice_summary` — only the oldest slice of bounded size is summarised.
-5. `hard_reset` — everything is replaced by one message carrying the carry-over set.
+5. `hard_reset` — everything but the latest user request is replaced by one message carrying
+   the carry-over set.
 
 Invariants every function here keeps: a tool call and its result are never separated (the
 units are `atomic_groups`), the original messages are never mutated (copies are returned), and
@@ -53,6 +54,8 @@ _H_REQUEST = "## Latest user request"
 _H_TODOS = "## Todo list / plan / task board"
 _H_FILES = "## Files touched"
 _NONE = "(none)"
+REQUEST_FOLLOWS = "(the latest user request follows this message, verbatim)"
+"""Stands in the carry-over for a request that was kept as a message of its own."""
 
 _PATH_KEYS = ("path", "file_path")
 _ARTIFACT_RE = re.compile(r"\bart_[0-9a-f]{8,64}\b")
@@ -132,7 +135,7 @@ def parse_carry_over(text: str) -> CarryOver | None:
     )
     return CarryOver(
         instructions="" if note.startswith("No instruction chain") else note,
-        latest_user_request="" if request == _NONE else request,
+        latest_user_request="" if request in (_NONE, REQUEST_FOLLOWS) else request,
         todos="" if todos == _NONE else todos,
         files_touched=files,
     )
@@ -353,6 +356,14 @@ def _latest_user_index(messages: Sequence[Message]) -> int | None:
         if message.role == "user" and message.kind == "normal":
             return index
     return None
+
+
+def has_earlier_context(messages: Sequence[Message]) -> bool:
+    """Whether there is anything besides the latest user request that compaction could shrink.
+
+    A path of only that request (a fresh session) is never compacted: it is the request.
+    """
+    return len(messages) > 1 or _latest_user_index(messages) is None
 
 
 def _copy(message: Message, **update: object) -> Message:
@@ -648,24 +659,33 @@ def apply_summary(
 
 
 def hard_reset(messages: Sequence[Message], carry: CarryOver, *, summary_id: str) -> list[Message]:
-    """The last rung: one summary message saying earlier context was dropped, plus the carry-over.
+    """The last rung: a summary message saying earlier context was dropped, with the carry-over,
+    followed by the latest user request itself.
 
-    The latest user request is in the carry-over (filled in from `messages` when `carry` has
-    none), so the loop continues from a valid one-message path ending in a user message.
+    The latest normal user message is never dropped: it is not earlier context but what the
+    model is working on, so it stays a verbatim user message after the note (the carry-over
+    points at it instead of repeating it). Without one, the carry-over holds the request an
+    earlier summary carried. The loop continues from a valid path ending in a user message.
     """
     carry = complete_carry_over(carry, messages)
+    latest = _latest_user_index(messages)
     if messages:
         label = f"{_ref(messages[0], 0)}..{_ref(messages[-1], len(messages) - 1)}"
         what = f"{len(messages)} messages ({label})"
     else:
         what = "no messages"
+    kept = " except the latest user request" if latest is not None else ""
     note = (
-        f"[The earlier context — {what} — was dropped to fit the context window because it "
-        "could not be summarised. Continue the work from the carry-over below; re-read files "
+        f"[The earlier context — {what}{kept} — was dropped to fit the context window because "
+        "it could not be summarised. Continue the work from the carry-over below; re-read files "
         "as needed.]"
     )
     parent = messages[0].parent_id if messages else None
-    return [_summary_message(note, summary_id=summary_id, parent_id=parent, carry=carry)]
+    if latest is None:
+        return [_summary_message(note, summary_id=summary_id, parent_id=parent, carry=carry)]
+    carry = replace(carry, latest_user_request=REQUEST_FOLLOWS)
+    summary = _summary_message(note, summary_id=summary_id, parent_id=parent, carry=carry)
+    return [summary, _copy(messages[latest], parent_id=summary_id)]
 
 
 # --------------------------------------------------------------------------- the ladder

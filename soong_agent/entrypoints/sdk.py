@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from soong_agent.application.run_handle import Run, RunResult
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.messages import Message
-from soong_agent.ports.model import ModelProvider
+from soong_agent.ports.model import ModelProvider, ToolChoice
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator
 
@@ -59,6 +59,16 @@ def with_permission_mode(loaded: LoadedConfig, mode: str) -> LoadedConfig:
         ) from exc
     config = loaded.config.model_copy(update={"permissions": permissions})
     return dataclasses.replace(loaded, config=config)
+
+
+def parse_tool_choice(value: str | ToolChoice | None) -> ToolChoice | None:
+    """A `tool_choice` argument as the port type; UsageError for an empty one."""
+    if value is None or isinstance(value, ToolChoice):
+        return value
+    try:
+        return ToolChoice.parse(value)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def not_available(agent: str | None, orchestrator: bool) -> None:
@@ -153,16 +163,28 @@ class AgentRuntime:
         orchestrator: bool = False,
         *,
         from_message: str | None = None,
+        tool_choice: str | ToolChoice | None = None,
     ) -> Run:
         """Start a run; `session_id` resumes that session. Returns the run's handle.
 
         With `from_message` (the id of an earlier user message of that session) the run starts
         a new branch there: its message takes that message's place, and the old continuation
-        stays stored as another branch.
+        stays stored as another branch. `tool_choice` (``"auto"``, ``"none"``, ``"required"``
+        or a tool's name) applies to the run's first model request; later requests leave the
+        choice to the model.
+
+        Raises:
+            UsageError: an empty message, an unknown session, or a `tool_choice` naming a tool
+                the run does not have.
         """
         not_available(agent, orchestrator)
         service = self._container.services.run_service()
-        run: Run = await service.start(message, session_id=session_id, from_message=from_message)
+        run: Run = await service.start(
+            message,
+            session_id=session_id,
+            from_message=from_message,
+            tool_choice=parse_tool_choice(tool_choice),
+        )
         self._runs.append(run)
         return run
 

@@ -54,6 +54,7 @@ ProviderErrorKind = Literal[
     "server",
     "context_too_long",
     "bad_request",
+    "not_found",
     "timeout",
     "transport",
     "protocol",
@@ -76,8 +77,11 @@ class ProviderError(RunError):
         base_url: str,
         status: int | None = None,
         retry_after: float | None = None,
+        unreachable: bool = False,
     ) -> None:
         self.kind: ProviderErrorKind = kind
+        self.unreachable = unreachable
+        """Nothing listens at the address (connection refused): retried at most once, quickly."""
         self.provider = provider
         self.base_url = base_url
         self.status = status

@@ -39,6 +39,17 @@ class ModelCallStarted(_Event):
     messages: int
 
 
+class ModelRetry(_Event):
+    """A model call failed before any answer arrived and is sent again after `delay_s`."""
+
+    type: Literal["model_retry"] = "model_retry"
+    kind: str
+    reason: str
+    attempt: int
+    max_attempts: int
+    delay_s: float
+
+
 class TextDeltaEvent(_Event):
     """A piece of answer text arrived."""
 
@@ -157,6 +168,7 @@ class RunFinished(_Event):
 RunEvent = Annotated[
     RunStarted
     | ModelCallStarted
+    | ModelRetry
     | TextDeltaEvent
     | ThinkingDeltaEvent
     | ToolCallRequested

@@ -25,6 +25,8 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    estimated: bool = False
+    """True when (part of) the counts are the runtime's own estimate: the server sent none."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -32,6 +34,7 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            estimated=self.estimated or other.estimated,
         )
 
 
@@ -76,4 +79,21 @@ class StreamFinished:
     stop_reason: StopReason
 
 
-StreamEvent = TextDelta | ThinkingDelta | ToolCallReady | UsageReported | StreamFinished
+@dataclass(frozen=True, slots=True)
+class RetryScheduled:
+    """The call failed before any answer arrived and will be sent again after `delay_s`.
+
+    Not part of the answer: it only tells the caller (and so the user) why it is waiting.
+    `attempt` is the failed attempt's number (1-based) of at most `max_attempts`.
+    """
+
+    kind: str
+    reason: str
+    attempt: int
+    max_attempts: int
+    delay_s: float
+
+
+StreamEvent = (
+    TextDelta | ThinkingDelta | ToolCallReady | UsageReported | StreamFinished | RetryScheduled
+)

@@ -222,6 +222,10 @@ def test_latest_user_request_survives_a_hard_reset() -> None:
     reset = hard_reset(chat.messages, carry_for(chat.messages), summary_id="s1")
     assert latest_user_request(reset) == "build the thing\nwith two lines"
     assert files_touched(reset) == ["t.py"]
+    # the request is a message of its own, not folded into the note
+    assert reset[-1].role == "user" and reset[-1].kind == "normal"
+    assert reset[-1].text == "build the thing\nwith two lines"
+    assert "build the thing" not in reset[0].text
 
 
 def test_render_and_parse_round_trip() -> None:
@@ -478,7 +482,12 @@ def test_every_rung_output_is_valid_and_carries_over(seed: int) -> None:
             assert validate_sequence(plan.messages) == []
             assert carry_over_missing(plan.messages, carry_for(messages, todos="")) == []
     reset = hard_reset(messages, carry, summary_id="reset")
-    assert len(reset) == 1
+    latest = [m for m in messages if m.role == "user" and m.kind == "normal"]
+    # the note, then the latest user request kept as a message of its own
+    assert len(reset) == (2 if latest else 1)
+    if latest:
+        assert reset[-1].text == latest[-1].text
+        assert (reset[-1].role, reset[-1].kind, reset[-1].parent_id) == ("user", "normal", "reset")
     assert validate_sequence(reset) == []
     assert carry_over_missing(reset, carry) == []
     assert reset[0].parent_id == messages[0].parent_id
@@ -726,8 +735,8 @@ def test_ladder_all_summaries_failing_hard_resets_once() -> None:
     assert ran == list(LADDER)
     assert report.strategy == "hard_reset"
     assert report.rungs_failed == ["summary", "slice_summary"]
-    assert len(out) == 1
-    assert "third: now run the tests" in out[0].text
+    assert len(out) == 2  # the note and the latest request, verbatim
+    assert out[-1].text == "third: now run the tests"
     assert report.tokens_after < report.tokens_before
 
 
@@ -807,5 +816,5 @@ def test_ladder_slice_still_over_ends_in_one_hard_reset() -> None:
     assert ran == list(LADDER)
     assert report.rungs_failed == ["summary"]
     assert report.strategy == "hard_reset"
-    assert len(out) == 1
+    assert len(out) == 2
     assert validate_sequence(out) == []

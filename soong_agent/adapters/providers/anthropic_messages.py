@@ -72,6 +72,14 @@ class AnthropicMessagesProvider(HttpStreamProvider):
         self._thinking_budget = thinking_budget_tokens
         self._version = anthropic_version
 
+    def _not_found_hint(self, detail: str) -> str:
+        if "model" in detail.lower():
+            return f"is [model].name {self._model!r} a model this API serves?"
+        return (
+            f"POST {self._url} does not exist; base_url should be the server root, "
+            "such as https://api.anthropic.com"
+        )
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send `request` and yield its events; the last one is `StreamFinished`.
 
@@ -172,7 +180,9 @@ class AnthropicMessagesProvider(HttpStreamProvider):
                 except httpx.HTTPError as exc:
                     raise error_from_httpx(ctx, exc) from exc
             except ProviderError as err:
-                await self._back_off(attempt, err, yielded=yielded)
+                retry = self._plan_retry(attempt, err, yielded=yielded)
+                yield retry
+                await self._sleep(retry.delay_s)
 
 
 # --- helpers of the exchange -----------------------------------------------------------------

@@ -15,6 +15,7 @@ import httpx
 from soong_agent.adapters.providers.http_errors import ErrorContext, error_from_response
 from soong_agent.adapters.providers.retry import RetryPolicy
 from soong_agent.ports.errors import ProviderError
+from soong_agent.ports.streaming import RetryScheduled
 
 loads = json.loads
 # The C scanner behind json.loads, called directly in the hot loops: it skips two Python frames
@@ -82,12 +83,52 @@ class HttpStreamProvider:
             "POST", self._url, content=content, headers=headers, timeout=self._timeout
         )
 
-    async def _back_off(self, attempt: int, error: ProviderError, *, yielded: bool) -> None:
-        """Wait before the next attempt, or raise `error` when it may not be retried: only
-        transient failures are, and only while nothing has been handed to the caller."""
-        if yielded or not error.retryable or not self._retry.should_retry(attempt):
+    def _plan_retry(self, attempt: int, error: ProviderError, *, yielded: bool) -> RetryScheduled:
+        """The retry after failed attempt number `attempt`, or raise `error` (explained) when
+        it may not be retried: only transient failures are, and only while nothing has been
+        handed to the caller. A refused connection (nothing listens there) is retried once,
+        after `UNREACHABLE_RETRY_S`: it rarely heals within seconds, and the user should hear
+        about it at once rather than after the whole backoff."""
+        if error.kind == "not_found":
+            error = self._explain_not_found(error)
+        retry = not yielded and error.retryable and self._retry.should_retry(attempt)
+        if error.unreachable:
+            retry = retry and attempt == 1
+            delay = UNREACHABLE_RETRY_S
+        else:
+            delay = self._retry.delay(attempt, error.retry_after, self._rand())
+        if not retry:
             raise error
-        await self._sleep(self._retry.delay(attempt, error.retry_after, self._rand()))
+        return RetryScheduled(
+            kind=error.kind,
+            reason=error.detail,
+            attempt=attempt,
+            max_attempts=2 if error.unreachable else self._retry.max_attempts,
+            delay_s=delay,
+        )
+
+    def _explain_not_found(self, error: ProviderError) -> ProviderError:
+        """A 404 with the likely fix added (`not_found_hint`)."""
+        hint = self._not_found_hint(error.detail)
+        if not hint:
+            return error
+        return ProviderError(
+            f"{error.detail} ({hint})",
+            kind=error.kind,
+            provider=error.provider,
+            base_url=error.base_url,
+            status=error.status,
+        )
+
+    def _not_found_hint(self, detail: str) -> str:
+        """What to check when the endpoint answered 404; each provider says what is likely."""
+        if "model" in detail.lower():
+            return f"is [model].name {self._model!r} a model this server has?"
+        return f"POST {self._url} does not exist; check [model].base_url"
+
+
+UNREACHABLE_RETRY_S = 0.25
+"""The wait before the one retry of a refused connection."""
 
 
 DRAIN_TIMEOUT_S = 0.25

@@ -6,6 +6,7 @@ and scrubs the API key out of them in case a server echoes it back.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import time
@@ -49,6 +50,7 @@ class ErrorContext:
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        unreachable: bool = False,
     ) -> ProviderError:
         return ProviderError(
             self.clean(message),
@@ -57,6 +59,7 @@ class ErrorContext:
             base_url=self.base_url,
             status=status,
             retry_after=retry_after,
+            unreachable=unreachable,
         )
 
     def clean(self, text: str) -> str:
@@ -143,6 +146,8 @@ def classify(
             return "bad_request" if "insufficient_quota" in text else "rate_limit"
         if status == 408:
             return "timeout"
+        if status == 404:
+            return "not_found"
         if status in (400, 413, 422) and _mentions(text, _CONTEXT_PHRASES):
             return "context_too_long"
         if status == 409 or status >= 500:
@@ -203,7 +208,8 @@ def error_from_httpx(ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
         root = _root_os_error(exc)
         if root is not None and root.strerror and root.strerror not in detail:
             detail = f"{detail} ({root.strerror})"
-        return ctx.error("transport", f"cannot connect: {detail}")
+        refused = root is not None and root.errno == errno.ECONNREFUSED
+        return ctx.error("transport", f"cannot connect: {detail}", unreachable=refused)
     if isinstance(exc, httpx.UnsupportedProtocol):
         return ctx.error("bad_request", f"invalid base_url: {detail}")
     if isinstance(exc, httpx.DecodingError):
@@ -211,6 +217,12 @@ def error_from_httpx(ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
     if isinstance(exc, httpx.TransportError):
         return ctx.error("transport", f"connection lost: {detail}")
     return ctx.error("transport", f"{type(exc).__name__}: {detail}")
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """Whether `exc` (an httpx ConnectError) was caused by a refused TCP connection."""
+    root = _root_os_error(exc)
+    return root is not None and root.errno == errno.ECONNREFUSED
 
 
 def _root_os_error(exc: BaseException) -> OSError | None:

@@ -17,6 +17,7 @@ import httpx
 from soong_agent.adapters.providers.base import HttpStreamProvider, drain, loads, scan
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
+    connection_refused,
     error_from_httpx,
     error_from_response,
 )
@@ -24,7 +25,6 @@ from soong_agent.adapters.providers.ollama_wire import (
     ToolCalls,
     build_body,
     classify_stream_error,
-    connection_refused,
     error_message,
     parse_usage,
     stop_reason,
@@ -172,7 +172,9 @@ class OllamaChatProvider(HttpStreamProvider):
                 except httpx.HTTPError as exc:
                     raise self._transport_error(ctx, exc) from exc
             except ProviderError as err:
-                await self._back_off(attempt, err, yielded=yielded)
+                retry = self._plan_retry(attempt, err, yielded=yielded)
+                yield retry
+                await self._sleep(retry.delay_s)
 
     def _transport_error(self, ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
         if isinstance(exc, httpx.ConnectError) and connection_refused(exc):
@@ -180,8 +182,15 @@ class OllamaChatProvider(HttpStreamProvider):
                 "transport",
                 f"Ollama is not running at {self._base_url} (connection refused); "
                 "start it with `ollama serve`",
+                unreachable=True,
             )
         return error_from_httpx(ctx, exc)
+
+    def _not_found_hint(self, detail: str) -> str:
+        if "model" in detail.lower():
+            return f"pull it first: `ollama pull {self._model}`"
+        # not Ollama's "model … not found": most likely base_url points elsewhere
+        return "POST /api/chat; is base_url the Ollama server root, such as http://127.0.0.1:11434?"
 
 
 # --- helpers of the exchange -----------------------------------------------------------------
@@ -192,16 +201,7 @@ async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
     status = response.status_code
     if status >= 400:
         body = await response.aread()
-        err = error_from_response(ctx, status, response.headers, body)
-        if status == 404 and "model" not in err.detail.lower():
-            # Not Ollama's "model … not found": most likely base_url points elsewhere.
-            raise ctx.error(
-                err.kind,
-                f"{err.detail} (POST {response.request.url.path}; is base_url the Ollama "
-                "server root, such as http://127.0.0.1:11434?)",
-                status=status,
-            )
-        raise err
+        raise error_from_response(ctx, status, response.headers, body)
     content_type = response.headers.get("content-type", "").lower()
     if content_type.startswith("text/html"):
         body = await response.aread()

@@ -76,6 +76,16 @@ class OpenAIChatProvider(HttpStreamProvider):
         )
         self._url = self._base_url + "/chat/completions"
 
+    def _not_found_hint(self, detail: str) -> str:
+        if "model" in detail.lower():
+            return f"is [model].name {self._model!r} a model this server has?"
+        if not self._base_url.endswith("/v1"):
+            return (
+                f"POST {self._url} does not exist; OpenAI-compatible servers usually serve "
+                f"{self._base_url}/v1/chat/completions: is /v1 missing from base_url?"
+            )
+        return f"POST {self._url} does not exist; check [model].base_url"
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send `request` and yield its events; the last one is `StreamFinished`.
 
@@ -182,7 +192,9 @@ class OpenAIChatProvider(HttpStreamProvider):
                 except httpx.HTTPError as exc:
                     raise error_from_httpx(ctx, exc) from exc
             except ProviderError as err:
-                await self._back_off(attempt, err, yielded=yielded)
+                retry = self._plan_retry(attempt, err, yielded=yielded)
+                yield retry
+                await self._sleep(retry.delay_s)
 
 
 # --- helpers of the exchange -----------------------------------------------------------------

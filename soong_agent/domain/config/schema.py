@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -20,6 +21,25 @@ DEFAULT_KEY_ENVS: dict[str, str] = {
     "anthropic": "ANTHROPIC_API_KEY",
     "ollama": "",
 }
+
+
+def _valid_base_url(text: str) -> str:
+    """`base_url` must be an http(s) URL with a host; a bare `host:port/v1` is the usual slip."""
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError as exc:
+        raise ValueError(f"expected an http(s) URL, found {text!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not host:
+        example = f"http://{text}" if "://" not in text else "http://127.0.0.1:8080/v1"
+        raise ValueError(
+            f"expected an http(s) URL with a host, such as {example!r}, found {text!r}"
+        )
+    return text
+
+
+BaseUrl = Annotated[str, AfterValidator(_valid_base_url)]
 
 
 class Section(BaseModel):
@@ -50,7 +70,7 @@ class ModelConfig(Section):
     """The main model profile; every other profile is layered over it."""
 
     provider: ProviderName = "openai"
-    base_url: str | None = None
+    base_url: BaseUrl | None = None
     api_key_env: str | None = None
     name: str = ""
     context_window: int = Field(default=128_000, gt=0)
@@ -76,7 +96,7 @@ class ModelOverride(Section):
     """A partial model profile: only the keys given replace those of `[model]`."""
 
     provider: ProviderName | None = None
-    base_url: str | None = None
+    base_url: BaseUrl | None = None
     api_key_env: str | None = None
     name: str | None = None
     context_window: int | None = Field(default=None, gt=0)

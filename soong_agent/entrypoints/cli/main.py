@@ -47,6 +47,13 @@ def run(
         bool, typer.Option("--orchestrator", help="Run as orchestrator of worker pools.")
     ] = False,
     agent: Annotated[str | None, typer.Option("--agent", help="Agent preset id.")] = None,
+    tool_choice: Annotated[
+        str | None,
+        typer.Option(
+            "--tool-choice",
+            help="For the first model request: auto, none, required, or a tool's name.",
+        ),
+    ] = None,
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
     from soong_agent.entrypoints.cli.run_cmd import run_command
@@ -59,6 +66,7 @@ def run(
             from_message=from_message,
             orchestrator=orchestrator,
             agent=agent,
+            tool_choice=tool_choice,
         )
     )
 

@@ -9,6 +9,7 @@ from typing import TextIO
 from soong_agent.application.run_handle import RunResult
 from soong_agent.ports.events import (
     ErrorEvent,
+    ModelRetry,
     PermissionDecided,
     RunEvent,
     TextDeltaEvent,
@@ -81,16 +82,24 @@ class Renderer:
             self.status(f"  {mark} {_first_line(event.content)}")
         elif isinstance(event, ErrorEvent) and not event.fatal:
             self.status(f"  ! {event.message}")
+        elif isinstance(event, ModelRetry):
+            self.status(
+                f"  ↻ {event.kind}: {event.reason}; retrying in {event.delay_s:.1f} s "
+                f"(attempt {event.attempt + 1} of {event.max_attempts})"
+            )
 
     def finished(self, result: RunResult) -> None:
         self._end_text_line()
         usage = result.usage
+        about = "~" if usage.estimated else ""
         tokens = (
-            f", {usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens} in"
-            f" / {usage.output_tokens} out tokens"
+            f", {about}{usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens}"
+            f" in / {about}{usage.output_tokens} out tokens"
             if usage.input_tokens or usage.output_tokens
             else ""
         )
+        if usage.estimated:
+            tokens += " (estimated where the server reported none)"
         if usage.cache_read_tokens:
             tokens += f" ({usage.cache_read_tokens} from cache)"
         if result.cost_usd is not None:

@@ -26,9 +26,12 @@ def run_command(
     from_message: str | None = None,
     orchestrator: bool,
     agent: str | None,
+    tool_choice: str | None = None,
 ) -> int:
     return guarded(
-        lambda: asyncio.run(_run(message, path, session_id, from_message, orchestrator, agent))
+        lambda: asyncio.run(
+            _run(message, path, session_id, from_message, orchestrator, agent, tool_choice)
+        )
     )
 
 
@@ -48,19 +51,23 @@ async def _run(
     from_message: str | None,
     orchestrator: bool,
     agent: str | None,
+    tool_choice: str | None,
 ) -> int:
     from soong_agent.adapters.approvals.terminal import TerminalApprover
     from soong_agent.entrypoints.containers import CliContainer
-    from soong_agent.entrypoints.sdk import load, not_available
+    from soong_agent.entrypoints.sdk import load, not_available, parse_tool_choice
 
     not_available(agent, orchestrator)
+    choice = parse_tool_choice(tool_choice)
     loaded = load(path, None)
     renderer = Renderer()
     approver = TerminalApprover(stdin=sys.stdin, write=renderer.prompt)
     container = CliContainer(loaded=loaded, approver=approver)
     try:
         service = container.services.run_service()
-        run = await service.start(message, session_id=session_id, from_message=from_message)
+        run = await service.start(
+            message, session_id=session_id, from_message=from_message, tool_choice=choice
+        )
         for warning in container.services.catalog().warnings:
             renderer.status(f"warning: {warning}")
         renderer.status(f"session {run.session_id}{' (resumed)' if session_id else ''}")
