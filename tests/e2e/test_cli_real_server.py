@@ -1,12 +1,12 @@
 """The installed `soong-agent` CLI against a real model server: llama-cpp-python's OpenAI-compatible
 server running SmolLM2-135M-Instruct on 127.0.0.1 (see `tests/support/llama_server.py`).
 
-Fakes answer what we script; a real server also judges what we send. These tests caught the
-`"content": null` defect (an assistant message with tool calls and no text, which llama.cpp
-refuses with HTTP 500) that every fake accepted. One server is started for the whole module; the
-model is tiny and `max_output_tokens` small, so answers are quick and their wording is never
-asserted, only the run's shape (exit codes, the session line, the stored transcript, the usage
-summary).
+Fakes answer what we script; a real server also judges what we send. These tests guard against
+the `"content": null` defect (an assistant message with tool calls and no text, which llama.cpp
+refuses with HTTP 500) that the lenient fakes accepted. One server is started for the whole
+module; the model is tiny and `max_output_tokens` small, so answers are quick and their wording is
+never asserted, only the run's shape (exit codes, the session line, the stored transcript, the
+usage summary).
 
 The model never calls a tool on its own, so the tool-call case forces one with
 `--tool-choice list_dir` (a tool choice naming the function is the only kind llama.cpp enforces,

@@ -22,12 +22,12 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -216,8 +216,8 @@ class LlamaServer:
                 with _OPENER.open(f"{self.base_url}/models", timeout=2) as response:
                     if response.status == 200:
                         return
-            except (OSError, urllib.error.URLError):
-                pass  # not listening yet
+            except OSError:
+                pass  # not listening yet (URLError and connection resets are OSErrors)
             if time.monotonic() > deadline:
                 raise LlamaSetupError(
                     f"llama.cpp server did not answer {self.base_url}/models within "
@@ -321,13 +321,19 @@ def _serve_command() -> int:
         print(f"llama-cpp-python wheel not found at {' or '.join(wheel_search_locations())}")
         return 1
     venv = prepare_venv(wheel)
+    # Ctrl-C or SIGTERM ends this command; leaving the context manager then stops the server.
+    # (SIGINT is set explicitly: a shell's background job inherits it ignored.)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     with tempfile.TemporaryDirectory() as logs, llama_server(venv, Path(logs)) as server:
         print(
-            f"serving {venv.model.name} at {server.base_url} (n_ctx {DEFAULT_N_CTX}); Ctrl-C stops"
+            f"serving {venv.model.name} at {server.base_url} (n_ctx {DEFAULT_N_CTX}); Ctrl-C stops",
+            flush=True,
         )
-        # Ctrl-C is how this command ends; the context manager then stops the server.
         with suppress(KeyboardInterrupt):
-            server.process.wait()
+            code = server.process.wait()
+            print(f"the server exited with code {code}:\n{server.stderr_tail()}", file=sys.stderr)
+            return 1
     return 0
 
 
