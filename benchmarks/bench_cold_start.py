@@ -1,11 +1,15 @@
-"""Cold start: `soong-agent --help`, `import soong_agent`, and process start to first request byte.
+"""Cold start: `soong-agent --help`, `import soong_agent`, process start to first request byte,
+and the wall time of a whole one-turn `run` against a server that answers at once.
 
 Run: python benchmarks/bench_cold_start.py
-Targets: --help ≤ 200 ms, import ≤ 150 ms, first request byte of `run` ≤ 500 ms.
+Targets: --help ≤ 200 ms, import ≤ 150 ms, first request byte of `run` ≤ 500 ms, an instant
+one-turn run ≤ 3× `--help` (it should cost process start + first request + the answer: no
+idle time at the end).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import statistics
@@ -70,6 +74,73 @@ def first_byte_times(repeats: int) -> list[float]:
     return times
 
 
+_ANSWER = (
+    b"".join(
+        b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        for chunk in (
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello!"}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}},
+        )
+    )
+    + b"data: [DONE]\n\n"
+)
+
+
+def instant_server() -> tuple[socket.socket, int]:
+    """A Chat Completions endpoint that answers every request at once with one short text."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next(
+                int(line.split(b":")[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_ANSWER), _ANSWER)
+            )
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def one_turn_and_help(repeats: int) -> tuple[list[float], list[float]]:
+    """Wall times of a whole instant one-turn `run` and of `--help`, taken in turn."""
+    server, port = instant_server()
+    runs: list[float] = []
+    helps: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "home"
+        home.mkdir()
+        (home / "config.toml").write_text(
+            f'[model]\nbase_url = "http://127.0.0.1:{port}/v1"\nname = "bench"\napi_key_env = ""\n'
+        )
+        env = {**os.environ, "SOONG_AGENT_HOME": str(home)}
+        wall([CLI, "run", "--path", tmp, "warm up"], env=env)  # creates the database
+        for _ in range(repeats):
+            runs.append(wall([CLI, "run", "--path", tmp, "hello"], env=env))
+            helps.append(wall([CLI, "--help"]))
+    server.close()
+    return runs, helps
+
+
 def report(name: str, samples: list[float], target_ms: float) -> None:
     best, median = min(samples) * 1000, statistics.median(samples) * 1000
     verdict = "ok" if median <= target_ms else "OVER"
@@ -89,6 +160,14 @@ def main() -> None:
         150,
     )
     report("run: process start → first byte", first_byte_times(REPEATS), 500)
+    runs, helps = one_turn_and_help(REPEATS)
+    ratio = statistics.median(r / h for r, h in zip(runs, helps, strict=True))
+    run_ms, help_ms = statistics.median(runs) * 1000, statistics.median(helps) * 1000
+    print(
+        f"  {'run: one instant turn, whole process':<34} median {run_ms:6.1f} ms"
+        f"  vs --help {help_ms:6.1f} ms  ratio {ratio:4.1f}x"
+        f"  (target ≤ 3x: {'ok' if ratio <= 3 else 'OVER'})"
+    )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from soong_agent.ports.system import TokenCounter
 
 MESSAGE_OVERHEAD = 4
 BACKGROUND_AT = 0.8
+WARM_UP_AT = 0.4
 Trigger = Literal["budget", "manual", "recovery", "background"]
 
 
@@ -104,13 +105,18 @@ class ContextWindow:
         self._unknown: list[Message] = []
         self._background: tuple[tuple[str, ...], asyncio.Task[str]] | None = None
         self.problems: list[str] = []  # why summaries failed, for the loop to report
+        self._warming = False
 
     # --- accounting -------------------------------------------------------------------------
     def _loaded(self) -> bool:
         return self._counter is not None and bool(getattr(self._counter, "loaded", True))
 
-    def warm_up(self) -> None:
-        """Start loading the tokenizer in the background (after the first request is out)."""
+    def _warm_up(self) -> None:
+        """Start loading the tokenizer in the background, once the context is big enough that
+        an exact count may soon matter (a short run never pays for loading it)."""
+        if self._warming or self._loaded():
+            return
+        self._warming = True
         starter = getattr(self._counter, "warm_up", None)
         if callable(starter):
             starter()
@@ -194,12 +200,15 @@ class ContextWindow:
         )
 
     def _could_matter(self) -> bool:
-        """Whether the upper bounds come near the trigger (or leave no room at all)."""
+        """Whether the upper bounds come near the trigger (or leave no room at all); past
+        `WARM_UP_AT` of it the tokenizer starts loading in the background."""
         bound = self._estimate(self._known + self._unknown_bytes)
         try:
             budget = self._base.with_system(self.system_tokens())
         except ValueError:
             return True
+        if bound > budget.compact_trigger * WARM_UP_AT:
+            self._warm_up()
         return bound > budget.compact_trigger * BACKGROUND_AT
 
     def count_text(self, text: str) -> int | None:

@@ -299,8 +299,6 @@ class AgentLoop:
             estimated = None
             turn = await self._call_model(rec)
         if ctx is not None:
-            if self._turns == 1:
-                ctx.warm_up()
             if turn.usage is not None:
                 u = turn.usage
                 reported = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens

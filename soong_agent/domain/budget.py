@@ -186,7 +186,7 @@ def _fit(window: int, configured: Reserves, system_tokens: int) -> ContextBudget
     system = max(system, system_tokens)
     room = window - reserve - system
     if room < MIN_MESSAGE_ROOM:
-        measured = " (measured)" if system == system_tokens and system_tokens else ""
+        measured = ", measured" if system == system_tokens and system_tokens else ""
         raise ValueError(
             f"a context window of {window} tokens cannot work: after the output reserve "
             f"({reserve}) and the system prompt ({system}{measured}) it leaves {room} tokens "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -102,8 +103,19 @@ def config_check(path: PathOption = None) -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: runs the command, then exits without interpreter teardown."""
+    from soong_agent.entrypoints.cli.common import exit_now
+
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            code = exc.code or 0
+        else:
+            sys.stderr.write(f"{exc.code}\n")
+            code = 1
+    exit_now(code)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 
@@ -12,6 +11,7 @@ from soong_agent.entrypoints.cli.common import (
     EXIT_CANCELLED,
     EXIT_OK,
     exit_code_for,
+    exit_now,
     fail,
     guarded,
 )
@@ -35,10 +35,14 @@ def run_command(
     )
 
 
+def _exit_cancelled(signum: int, frame: object) -> None:
+    exit_now(EXIT_CANCELLED)
+
+
 def _on_interrupt(run: Run, renderer: Renderer, state: dict[str, object]) -> None:
     if state.get("cancelling"):
         renderer.status("interrupted again: exiting now")
-        os._exit(EXIT_CANCELLED)
+        exit_now(EXIT_CANCELLED)
     state["cancelling"] = True
     renderer.status("cancelling… (Ctrl-C again to exit at once)")
     state["task"] = asyncio.ensure_future(run.cancel())
@@ -80,6 +84,9 @@ async def _run(
             result = await run.wait()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
+            # the run is over and saved: a Ctrl-C from here on (the user's second one, say)
+            # exits at once with the cancelled code instead of a traceback or a signal death
+            signal.signal(signal.SIGINT, _exit_cancelled)
         renderer.finished(result)
         return _exit_code(result)
     finally:
