@@ -24,7 +24,7 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
     user_text,
 )
-from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolSpec
+from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import (
     StreamEvent,
     StreamFinished,
@@ -847,7 +847,7 @@ async def test_prompt_too_long_is_context_too_long(
     ("status", "message", "kind"),
     [
         (400, "max_tokens: 100000 > 64000, which is the maximum allowed", "bad_request"),
-        (404, "model: claude-nope", "bad_request"),
+        (404, "model: claude-nope", "not_found"),
         (413, "Request exceeds the maximum allowed number of bytes.", "bad_request"),
         (403, "Your API key does not have permission", "auth"),
     ],
@@ -954,7 +954,8 @@ async def test_connection_refused_is_transport_and_names_the_url(
     assert err.kind == "transport"
     assert base_url in str(err)
     assert str(err).startswith("anthropic at ")
-    assert len(sleeps.delays) == POLICY.max_attempts - 1
+    assert err.unreachable
+    assert len(sleeps.delays) == 1  # nothing listens there: retried once, quickly
 
 
 async def test_read_timeout(server: FakeAnthropicServer, client: httpx.AsyncClient) -> None:
@@ -1005,3 +1006,288 @@ async def test_cancelling_the_consumer_closes_the_connection(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await asyncio.to_thread(server.wait_for_disconnect, 5.0)
+
+
+# --- tool_choice -----------------------------------------------------------------------------
+
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}}
+TOOLS = [ToolSpec("read_file", "Read a file.", SCHEMA), ToolSpec("list_dir", "List.", SCHEMA)]
+SIGNATURE = "EqQBCkgIARAB/sig+=="
+
+
+@pytest.mark.parametrize(
+    ("text", "wire"),
+    [
+        ("auto", {"type": "auto"}),
+        ("none", {"type": "none"}),
+        ("required", {"type": "any"}),
+        ("read_file", {"type": "tool", "name": "read_file"}),
+    ],
+)
+async def test_tool_choice_in_the_messages_shape(
+    server: FakeAnthropicServer, client: httpx.AsyncClient, text: str, wire: dict[str, str]
+) -> None:
+    server.enqueue(text_response("ok"))
+    request = simple_request(tools=TOOLS, tool_choice=ToolChoice.parse(text))
+    await collect(make_provider(client, server.base_url), request)
+    body = server.requests[0].json
+    assert body["tool_choice"] == wire
+    assert list(body).index("tool_choice") == list(body).index("tools") + 1
+    assert server.rejections == []
+
+
+async def test_no_tool_choice_without_tools_or_without_a_choice(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(text_response("a"), text_response("b"))
+    provider = make_provider(client, server.base_url)
+    await collect(provider, simple_request(tool_choice=ToolChoice("required")))
+    await collect(provider, simple_request(tools=TOOLS))
+    assert all("tool_choice" not in r.json for r in server.requests)
+
+
+@pytest.mark.parametrize("text", ["required", "read_file"])
+async def test_forced_tool_use_leaves_thinking_out_of_that_request(
+    server: FakeAnthropicServer, client: httpx.AsyncClient, text: str
+) -> None:
+    server.enqueue(tool_call_response([("toolu_1", "read_file", '{"path": "a"}')]))
+    server.enqueue(text_response("A says hi."))
+    provider = make_provider(client, server.base_url, thinking_budget_tokens=2048)
+    request = simple_request(
+        tools=TOOLS, tool_choice=ToolChoice.parse(text), temperature=0.3, max_output_tokens=500
+    )
+    events = await collect(provider, request)
+    forced = server.requests[0].json
+    assert "thinking" not in forced
+    assert forced["temperature"] == 0.3
+    assert forced["max_tokens"] == 500  # not raised for a budget that is not sent
+    assert forced["tool_choice"]["type"] in ("any", "tool")
+
+    # the tool loop that follows: its assistant turn has no thinking block to send back, so
+    # thinking stays off until the loop ends (the API requires that block otherwise)
+    history = [
+        user_text("hello"),
+        assistant_message(events),
+        Message(
+            role="tool",
+            content=[ToolResultBlock(call_id="toolu_1", name="read_file", content="hi")],
+        ),
+    ]
+    await collect(provider, ModelRequest(system=[], messages=history, tools=TOOLS))
+    assert "thinking" not in server.requests[1].json
+    assert server.rejections == []
+
+
+@pytest.mark.parametrize("text", ["auto", "none"])
+async def test_auto_and_none_keep_thinking(
+    server: FakeAnthropicServer, client: httpx.AsyncClient, text: str
+) -> None:
+    server.enqueue(text_response("ok"))
+    provider = make_provider(client, server.base_url, thinking_budget_tokens=2048)
+    await collect(provider, simple_request(tools=TOOLS, tool_choice=ToolChoice.parse(text)))
+    body = server.requests[0].json
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["tool_choice"] == {"type": text}
+    assert server.rejections == []
+
+
+# --- bodies a strict server accepts ----------------------------------------------------------
+
+
+async def sent_messages(
+    server: FakeAnthropicServer,
+    client: httpx.AsyncClient,
+    messages: list[Message],
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """The body sent for `messages`, after checking the strict fake accepted it."""
+    server.enqueue(text_response("ok"))
+    request = ModelRequest(system=[], messages=messages, tools=TOOLS)
+    await collect(make_provider(client, server.base_url, **kwargs), request)
+    assert server.rejections == [], server.rejections
+    body: dict[str, Any] = server.requests[-1].json
+    return body
+
+
+def call(call_id: str, name: str = "read_file", arguments: str = "{}") -> Message:
+    return Message(
+        role="assistant", content=[ToolCallBlock(id=call_id, name=name, arguments=arguments)]
+    )
+
+
+def result(call_id: str, content: str, *, is_error: bool = False) -> Message:
+    block = ToolResultBlock(call_id=call_id, name="read_file", content=content, is_error=is_error)
+    return Message(role="tool", content=[block])
+
+
+async def test_an_empty_error_result_gets_content_and_blank_content_is_left_out(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    history = [user_text("go"), call("t1"), result("t1", "", is_error=True)]
+    history += [call("t2"), result("t2", " \n ")]
+    body = await sent_messages(server, client, history)
+    assert body["messages"][2]["content"] == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "t1",
+            "content": "the tool failed without a message",
+            "is_error": True,
+        }
+    ]
+    assert body["messages"][4]["content"] == [{"type": "tool_result", "tool_use_id": "t2"}]
+
+
+async def test_foreign_call_ids_are_rewritten_on_the_call_and_its_result(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    history = [user_text("go"), call("functions.read_file:0"), result("functions.read_file:0", "x")]
+    body = await sent_messages(server, client, history)
+    assert body["messages"][1]["content"][0]["id"] == "functions_read_file_0"
+    assert body["messages"][2]["content"][0]["tool_use_id"] == "functions_read_file_0"
+
+
+async def test_a_call_without_result_gets_one_and_a_result_without_call_becomes_text(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    history = [
+        user_text("go"),
+        result("lost", "old output"),
+        call("t1"),
+        user_text("never mind"),
+    ]
+    body = await sent_messages(server, client, history)
+    assert body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                # results open a user turn when turns merge; this one then became text
+                {"type": "text", "text": "[result of the earlier tool call lost]\nold output"},
+                {"type": "text", "text": "go"},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "no result was recorded for this tool call",
+                    "is_error": True,
+                },
+                {"type": "text", "text": "never mind"},
+            ],
+        },
+    ]
+
+
+async def test_a_turn_cancelled_after_its_thinking_is_left_out(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    cancelled = Message(
+        role="assistant",
+        content=[ThinkingBlock(text="Let me", signature=SIGNATURE), ThinkingBlock(text="partial")],
+    )
+    history = [user_text("go"), cancelled, user_text("go on")]
+    for budget in (None, 2048):
+        body = await sent_messages(server, client, history, thinking_budget_tokens=budget)
+        assert body["messages"] == [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "go"}, {"type": "text", "text": "go on"}],
+            }
+        ]
+
+
+async def test_thinking_blocks_go_back_only_with_thinking_enabled(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    answered = Message(
+        role="assistant",
+        content=[ThinkingBlock(text="hm", signature=SIGNATURE), TextBlock(text="Done.")],
+    )
+    history = [user_text("go"), answered, user_text("thanks")]
+    body = await sent_messages(server, client, history, thinking_budget_tokens=2048)
+    assert body["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "hm",
+        "signature": SIGNATURE,
+    }
+    body = await sent_messages(server, client, history)
+    assert body["messages"][1]["content"] == [{"type": "text", "text": "Done."}]
+
+
+async def test_a_history_that_starts_with_the_assistant_gets_a_user_turn_first(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    history = [Message(role="assistant", content=[TextBlock(text="Earlier.")]), user_text("go")]
+    body = await sent_messages(server, client, history)
+    assert body["messages"][0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": "(the conversation continues)"}],
+    }
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+
+
+async def test_a_final_assistant_turn_is_trimmed_and_sent_without_thinking(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    prefill = Message(
+        role="assistant",
+        content=[ThinkingBlock(text="hm", signature=SIGNATURE), TextBlock(text="The answer: \n")],
+    )
+    body = await sent_messages(
+        server, client, [user_text("go"), prefill], thinking_budget_tokens=2048
+    )
+    assert "thinking" not in body
+    assert body["messages"][-1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "The answer:"}],
+    }
+
+
+async def test_merged_assistant_turns_keep_thinking_first(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    first = Message(role="assistant", content=[TextBlock(text="One.")])
+    second = Message(
+        role="assistant",
+        content=[ThinkingBlock(text="hm", signature=SIGNATURE), TextBlock(text="Two.")],
+    )
+    body = await sent_messages(
+        server,
+        client,
+        [user_text("go"), first, second, user_text("ok")],
+        thinking_budget_tokens=2048,
+    )
+    assert [b["type"] for b in body["messages"][1]["content"]] == ["thinking", "text", "text"]
+
+
+async def test_an_input_schema_without_a_type_is_made_an_object_schema(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(text_response("ok"))
+    tools = [ToolSpec("grep", "Search.", {"properties": {"q": {"type": "string"}}})]
+    await collect(make_provider(client, server.base_url), simple_request(tools=tools))
+    assert server.requests[0].json["tools"][0]["input_schema"] == {
+        "type": "object",
+        "properties": {"q": {"type": "string"}},
+    }
+    assert server.rejections == []
+
+
+async def test_a_request_the_strict_fake_refuses_is_a_bad_request_error(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(text_response("never served"))
+    # over the API's temperature range (0 to 1): nothing in the adapter clamps it
+    err = await failure(make_provider(client, server.base_url), simple_request(temperature=1.5))
+    assert err.kind == "bad_request"
+    assert err.status == 400
+    assert "temperature" in str(err)
+    [rejection] = server.rejections
+    assert rejection.request_index == 0
+    assert server.pending == 1

@@ -23,7 +23,7 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
     user_text,
 )
-from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolSpec
+from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import (
     StreamEvent,
     StreamFinished,
@@ -507,7 +507,7 @@ async def test_rate_limit_honours_retry_after(
     assert sleeps.delays == [2.0]
 
 
-async def test_model_not_found_is_bad_request_and_not_retried(
+async def test_model_not_found_is_not_found_and_not_retried(
     server: FakeOllamaServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(
@@ -515,10 +515,12 @@ async def test_model_not_found_is_bad_request_and_not_retried(
         text_response("never served"),
     )
     err = await failure(make_provider(client, server.base_url))
-    assert err.kind == "bad_request"
+    assert err.kind == "not_found"
     assert err.status == 404
     assert not err.retryable
-    assert err.detail == f"model '{MODEL}' not found, try pulling it first"
+    assert err.detail == (
+        f"model '{MODEL}' not found, try pulling it first (pull it first: `ollama pull {MODEL}`)"
+    )
     assert len(server.requests) == 1
 
 
@@ -526,9 +528,9 @@ async def test_a_base_url_that_is_not_the_server_root_gets_a_hint(
     server: FakeOllamaServer, client: httpx.AsyncClient
 ) -> None:
     err = await failure(make_provider(client, server.base_url + "/v1"))
-    assert err.kind == "bad_request"
+    assert err.kind == "not_found"
     assert "404 page not found" in err.detail
-    assert "/v1/api/chat" in err.detail
+    assert "POST /api/chat" in err.detail
     assert "server root" in err.detail
 
 
@@ -564,7 +566,8 @@ async def test_connection_refused_says_ollama_is_not_running(
         f"Ollama is not running at {base_url} (connection refused); start it with `ollama serve`"
     )
     assert "\n" not in str(err)
-    assert len(sleeps.delays) == POLICY.max_attempts - 1
+    assert err.unreachable
+    assert len(sleeps.delays) == 1  # nothing listens there: retried once, quickly
 
 
 async def test_cut_stream_is_a_transport_error(
@@ -730,3 +733,67 @@ async def test_cancelling_the_consumer_closes_the_connection(
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await asyncio.to_thread(server.wait_for_disconnect, 5.0)
+
+
+# --- tool_choice (approximated: /api/chat has none) ------------------------------------------
+
+CHOICE_TOOLS = [
+    ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}}),
+    ToolSpec("list_dir", "List a folder.", {"type": "object", "properties": {}}),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("auto", ["read_file", "list_dir"]),
+        ("required", ["read_file", "list_dir"]),  # nothing can force a call
+        ("none", None),  # no tools shown, none can be called
+        ("list_dir", ["list_dir"]),  # only the named tool is shown
+        ("grep", ["read_file", "list_dir"]),  # a name no tool has: the tools as usual
+    ],
+)
+async def test_tool_choice_is_approximated_with_the_tools_sent(
+    server: FakeOllamaServer, client: httpx.AsyncClient, text: str, names: list[str] | None
+) -> None:
+    server.enqueue(text_response("ok"))
+    request = simple_request(tools=CHOICE_TOOLS, tool_choice=ToolChoice.parse(text))
+    await collect(make_provider(client, server.base_url), request)
+    body = server.chat_requests[0].json
+    assert "tool_choice" not in body
+    if names is None:
+        assert "tools" not in body
+    else:
+        assert [t["function"]["name"] for t in body["tools"]] == names
+    assert server.rejections == []
+
+
+async def test_an_assistant_turn_with_only_thinking_is_left_out(
+    server: FakeOllamaServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(text_response("ok"))
+    history = [
+        user_text("go"),
+        Message(role="assistant", content=[ThinkingBlock(text="cut"), TextBlock(text="")]),
+        user_text("go on"),
+    ]
+    await collect(make_provider(client, server.base_url), ModelRequest(system=[], messages=history))
+    assert server.chat_requests[0].json["messages"] == [
+        {"role": "user", "content": "go"},
+        {"role": "user", "content": "go on"},
+    ]
+    assert server.rejections == []
+
+
+async def test_a_request_the_strict_fake_refuses_is_a_bad_request_error(
+    server: FakeOllamaServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(text_response("never served"))
+    request = simple_request(tools=[ToolSpec("bad", "Broken schema.", {"properties": []})])
+    err = await failure(make_provider(client, server.base_url), request)
+    assert err.kind == "bad_request"
+    assert err.status == 400
+    assert "cannot unmarshal array" in str(err)
+    [rejection] = server.rejections
+    assert rejection.request_index == 0
+    assert server.pending == 1

@@ -724,3 +724,46 @@ async def test_a_non_streaming_answer_is_a_protocol_error(
     assert err.kind == "protocol"
     assert "proxy login" in err.detail
     assert len(server.requests) == 1
+
+
+# --- tool_choice -----------------------------------------------------------------------------
+
+CHOICE_TOOLS = [
+    ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {}}),
+    ToolSpec("list_dir", "List a folder.", {"type": "object", "properties": {}}),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "wire"),
+    [
+        ("auto", "auto"),
+        ("none", "none"),
+        ("required", "required"),
+        ("list_dir", {"type": "function", "function": {"name": "list_dir"}}),
+    ],
+)
+async def test_tool_choice_in_the_chat_completions_shape(
+    server: FakeOpenAIServer, client: httpx.AsyncClient, text: str, wire: object
+) -> None:
+    from soong_agent.ports.model import ToolChoice
+
+    server.enqueue(text_response("ok"))
+    request = simple_request(tools=CHOICE_TOOLS, tool_choice=ToolChoice.parse(text))
+    await collect(make_provider(client, server.base_url), request)
+    body = server.requests[0].json
+    assert body["tool_choice"] == wire
+    assert list(body).index("tool_choice") == list(body).index("tools") + 1
+
+
+async def test_no_tool_choice_without_tools_or_without_a_choice(
+    server: FakeOpenAIServer, client: httpx.AsyncClient
+) -> None:
+    from soong_agent.ports.model import ToolChoice
+
+    server.enqueue(text_response("a"), text_response("b"))
+    provider = make_provider(client, server.base_url)
+    # strict servers refuse tool_choice without tools ("only allowed when 'tools' are specified")
+    await collect(provider, simple_request(tool_choice=ToolChoice("required")))
+    await collect(provider, simple_request(tools=CHOICE_TOOLS))
+    assert all("tool_choice" not in r.json for r in server.requests)

@@ -25,6 +25,37 @@ application/x-ndjson`, one compact JSON object and "\\n" per line):
 POST /api/chat is answered from the queue in FIFO order (500 "no scripted response left" when
 it is empty); `GET /` (and HEAD) answers 200 "Ollama is running"; anything else gets Ollama's
 plain "404 page not found". It runs in background threads.
+
+Strict mode (the default; `FakeOllamaServer(strict=False)` turns it off) validates each POST to
+/api/chat before a scripted response is consumed. An invalid request is recorded, consumes
+nothing, is answered as Ollama answers it, HTTP 400 {"error": <the first problem>}, and is kept
+in `server.rejections` (`.messages` lists every problem). Ollama decodes the body into Go
+structs (`api.ChatRequest`), so most rules are its JSON decoding errors, quoted where known; the
+rules, one a line:
+
+- the body is a JSON object ("invalid character ... looking for beginning of value").
+- `model` a non-empty string ("model is required").
+- `messages` a non-empty list (with none Ollama only loads the model and answers nothing, which
+  no chat request means to do).
+- a message is an object whose `role` is system, user, assistant or tool (Ollama lowercases and
+  passes others to the template, which drops them).
+- `content`, when present, a string or null ("json: cannot unmarshal array into Go struct field
+  Message.messages.content of type string").
+- `images` a list of base64 strings; `thinking` and `tool_name` strings.
+- `tool_calls` only on assistant messages, a list of {"function": {"name": <non-empty string>,
+  "arguments": <a JSON object>}}: arguments as a string are refused ("json: cannot unmarshal
+  string into Go struct field ChatRequest.messages.tool_calls.function.arguments of type
+  api.ToolCallFunctionArguments").
+- a tool message names its tool in a non-empty `tool_name` (Ollama accepts one without, but
+  the chat template then cannot tell the model which call a result answers).
+- `tools` a list of {"type": "function", "function": {"name": <non-empty string>,
+  "parameters": <an object whose `properties`, if any, is an object>}} ("json: cannot unmarshal
+  array into Go struct field ToolFunctionParameters.tools.function.parameters.properties").
+- `stream` a boolean; `options` an object whose `num_predict` is an integer and `temperature`
+  a number ("option \"num_predict\" must be of type integer").
+
+There is no tool_choice in `/api/chat`; an unknown top-level field is ignored, as Ollama's
+decoder does.
 """
 
 from __future__ import annotations
@@ -35,6 +66,7 @@ import socket
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -45,6 +77,7 @@ __all__ = [
     "FakeOllamaServer",
     "Framing",
     "RecordedRequest",
+    "Rejection",
     "ScriptedResponse",
     "cut_stream_response",
     "error_response",
@@ -55,6 +88,7 @@ __all__ = [
     "stream_error_response",
     "text_response",
     "tool_call_response",
+    "validate_chat_request",
 ]
 
 # --- line builders ---------------------------------------------------------------------------
@@ -271,6 +305,189 @@ def _plain(status: int, text: str) -> ScriptedResponse:
     )
 
 
+# --- strict request validation ---------------------------------------------------------------
+
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A request the strict server refused: the 400 went out, no script was consumed."""
+
+    request_index: int  # its index in `FakeOllamaServer.requests`
+    status: int
+    problems: tuple[str, ...]  # the first one is the answer's "error"
+
+    @property
+    def messages(self) -> list[str]:
+        return list(self.problems)
+
+    def __str__(self) -> str:
+        return f"request {self.request_index} (HTTP {self.status}): " + "; ".join(self.problems)
+
+
+def _go_type(value: Any) -> str:
+    """A JSON value's kind, as Go's encoding/json names it in its errors."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _unmarshal(value: Any, field: str, go_type: str) -> str:
+    return (
+        f"json: cannot unmarshal {_go_type(value)} into Go struct field {field} of type {go_type}"
+    )
+
+
+class _Validator:
+    """Walks one /api/chat request body and collects what Ollama (strictly) refuses."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def fail(self, message: str) -> None:
+        self.problems.append(message)
+
+    def body(self, raw: bytes) -> None:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self.fail("invalid character in the request body: it is not JSON")
+            return
+        if not isinstance(body, dict):
+            self.fail(_unmarshal(body, "", "api.ChatRequest").replace(" struct field ", " value"))
+            return
+        if not isinstance(body.get("model"), str) or not body["model"]:
+            self.fail("model is required")
+        if "stream" in body and not isinstance(body["stream"], bool):
+            self.fail(_unmarshal(body["stream"], "ChatRequest.stream", "bool"))
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            if messages is not None:
+                self.fail(_unmarshal(messages, "ChatRequest.messages", "[]api.Message"))
+            else:
+                self.fail("messages is empty: nothing to answer")
+        elif not messages:
+            self.fail("messages is empty: nothing to answer")
+        else:
+            for i, message in enumerate(messages):
+                self.message(i, message)
+        self.tools(body.get("tools"))
+        self.options(body.get("options"))
+
+    def message(self, i: int, message: Any) -> None:
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            self.fail(_unmarshal(message, "ChatRequest.messages", "api.Message"))
+            return
+        role = message.get("role")
+        if not isinstance(role, str) or role.lower() not in _ROLES:
+            self.fail(f"{where}: role must be one of {', '.join(_ROLES)}, not {role!r}")
+            return
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            self.fail(_unmarshal(content, "Message.messages.content", "string"))
+        for name in ("thinking", "tool_name"):
+            value = message.get(name)
+            if value is not None and not isinstance(value, str):
+                self.fail(_unmarshal(value, f"Message.messages.{name}", "string"))
+        images = message.get("images")
+        if images is not None and (
+            not isinstance(images, list) or not all(isinstance(x, str) for x in images)
+        ):
+            self.fail(_unmarshal(images, "Message.messages.images", "[]api.ImageData"))
+        if role == "tool" and not message.get("tool_name"):
+            self.fail(f"{where}: a tool message must name its tool in `tool_name`")
+        calls = message.get("tool_calls")
+        if calls is None:
+            return
+        if role != "assistant":
+            self.fail(f"{where}: only assistant messages carry tool_calls")
+        if not isinstance(calls, list):
+            self.fail(_unmarshal(calls, "ChatRequest.messages.tool_calls", "[]api.ToolCall"))
+            return
+        for j, call in enumerate(calls):
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict):
+                self.fail(f"{where}.tool_calls[{j}]: a tool call needs a function object")
+                continue
+            name = function.get("name")
+            if not isinstance(name, str) or not name:
+                self.fail(f"{where}.tool_calls[{j}].function.name is required")
+            arguments = function.get("arguments")
+            if arguments is not None and not isinstance(arguments, dict):
+                self.fail(
+                    _unmarshal(
+                        arguments,
+                        "ChatRequest.messages.tool_calls.function.arguments",
+                        "api.ToolCallFunctionArguments",
+                    )
+                )
+
+    def tools(self, tools: Any) -> None:
+        if tools is None:
+            return
+        if not isinstance(tools, list):
+            self.fail(_unmarshal(tools, "ChatRequest.tools", "api.Tools"))
+            return
+        for j, tool in enumerate(tools):
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if not isinstance(tool, dict) or tool.get("type") != "function":
+                self.fail(f'tools[{j}]: type must be "function"')
+            if not isinstance(function, dict):
+                self.fail(f"tools[{j}]: a tool needs a function object")
+                continue
+            if not isinstance(function.get("name"), str) or not function["name"]:
+                self.fail(f"tools[{j}].function.name is required")
+            parameters = function.get("parameters")
+            if parameters is None:
+                continue
+            if not isinstance(parameters, dict):
+                self.fail(
+                    _unmarshal(parameters, "Tool.tools.function.parameters", "api.ToolFunction")
+                )
+                continue
+            properties = parameters.get("properties")
+            if properties is not None and not isinstance(properties, dict):
+                self.fail(
+                    _unmarshal(
+                        properties,
+                        "ToolFunctionParameters.tools.function.parameters.properties",
+                        "map[string]api.ToolProperty",
+                    )
+                )
+
+    def options(self, options: Any) -> None:
+        if options is None:
+            return
+        if not isinstance(options, dict):
+            self.fail(_unmarshal(options, "ChatRequest.options", "map[string]interface {}"))
+            return
+        num_predict = options.get("num_predict")
+        if num_predict is not None and (
+            isinstance(num_predict, bool) or not isinstance(num_predict, int | float)
+        ):
+            self.fail('option "num_predict" must be of type integer')
+        temperature = options.get("temperature")
+        if temperature is not None and (
+            isinstance(temperature, bool) or not isinstance(temperature, int | float)
+        ):
+            self.fail('option "temperature" must be of type float32')
+
+
+def validate_chat_request(body: bytes) -> list[str]:
+    """What a strict Ollama refuses in this /api/chat request body (empty: valid)."""
+    validator = _Validator()
+    validator.body(body)
+    return validator.problems
+
+
 # --- the server ------------------------------------------------------------------------------
 
 
@@ -305,10 +522,12 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
-    def _record(self, body: bytes) -> None:
+    def _record(self, body: bytes) -> int:
         headers = {k.lower(): v for k, v in self.headers.items()}
         port = int(self.client_address[1])
-        self.server.owner._record(RecordedRequest(self.command, self.path, headers, body, port))
+        return self.server.owner._record(
+            RecordedRequest(self.command, self.path, headers, body, port)
+        )
 
     def _root(self) -> bool:
         return self.path.split("?")[0] in ("", "/")
@@ -330,9 +549,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self._read_body()
-        self._record(body)
+        index = self._record(body)
+        owner = self.server.owner
         if self.path.split("?")[0].rstrip("/") == "/api/chat":
-            response = self.server.owner._next() or _no_script_left()
+            problems = validate_chat_request(body) if owner.strict else []
+            if problems:
+                response = error_response(400, message=problems[0])
+                owner._reject(Rejection(index, response.status, tuple(problems)))
+            else:
+                response = owner._next() or _no_script_left()
         else:
             response = _plain(404, "404 page not found")
         self._serve(response)
@@ -388,12 +613,18 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class FakeOllamaServer:
-    """A scripted Ollama server on 127.0.0.1 (a free port), in background threads."""
+    """A scripted Ollama server on 127.0.0.1 (a free port), in background threads.
 
-    def __init__(self) -> None:
+    `strict` (the default) refuses invalid /api/chat requests as Ollama does: see the module
+    docstring for the rules, and `rejections` for what was refused.
+    """
+
+    def __init__(self, *, strict: bool = True) -> None:
+        self.strict = strict
         self._lock = threading.Lock()
         self._queue: deque[ScriptedResponse] = deque()
         self._requests: list[RecordedRequest] = []
+        self._rejections: list[Rejection] = []
         self._connections: set[socket.socket] = set()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -447,6 +678,12 @@ class FakeOllamaServer:
             return list(self._requests)
 
     @property
+    def rejections(self) -> list[Rejection]:
+        """The requests strict mode refused, in arrival order (empty when all were valid)."""
+        with self._lock:
+            return list(self._rejections)
+
+    @property
     def chat_requests(self) -> list[RecordedRequest]:
         """The POST /api/chat requests only (health checks left out)."""
         return [r for r in self.requests if r.method == "POST"]
@@ -467,9 +704,14 @@ class FakeOllamaServer:
         with self._lock:
             return self._queue.popleft() if self._queue else None
 
-    def _record(self, request: RecordedRequest) -> None:
+    def _record(self, request: RecordedRequest) -> int:
         with self._lock:
             self._requests.append(request)
+            return len(self._requests) - 1
+
+    def _reject(self, rejection: Rejection) -> None:
+        with self._lock:
+            self._rejections.append(rejection)
 
     def _disconnected(self) -> None:
         with self._lock:

@@ -2,6 +2,16 @@
 and the classification of Ollama's error strings.
 
 Pure functions and small state holders; nothing here touches the network.
+
+`/api/chat` has no `tool_choice` field, so a `ToolChoice` is approximated with the `tools`
+list, the only lever it has: "none" sends no tools (the model cannot call what it is not
+shown), a named tool sends only that tool's definition (all of them when no tool has that
+name), and "required" and "auto" send the tools as usual (nothing can force a call).
+
+Messages are sent as Ollama decodes them (`api.Message`): `content` always a string (""
+beside tool calls), tool-call `arguments` always a JSON object (Ollama refuses a string), a
+tool result as a `tool` message naming its tool in `tool_name`; an assistant turn left with
+neither text nor calls (e.g. only thinking, which is not sent back) is left out.
 """
 
 from __future__ import annotations
@@ -14,7 +24,7 @@ from typing import Any
 from soong_agent.adapters.providers.openai_wire import convert_tools, system_text
 from soong_agent.ports.errors import ProviderErrorKind
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
-from soong_agent.ports.model import ModelRequest
+from soong_agent.ports.model import ModelRequest, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import StopReason, ToolCallReady, Usage
 
 DONE_REASONS: dict[str, StopReason] = {
@@ -59,6 +69,8 @@ def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             ]
             if calls:
                 wire["tool_calls"] = calls
+            elif not text:
+                continue  # nothing to send: only thinking, or a stream cut before any text
             out.append(wire)
         else:
             # Tool results inside a user message are sent as tool messages, as Ollama expects.
@@ -70,6 +82,18 @@ def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def offered_tools(tools: Sequence[ToolSpec], choice: ToolChoice | None) -> Sequence[ToolSpec]:
+    """The tools to send for `choice`, Ollama having no `tool_choice` (see the module doc)."""
+    if choice is None:
+        return tools
+    if choice.mode == "none":
+        return ()
+    if choice.mode == "tool":
+        named = [t for t in tools if t.name == choice.name]
+        return named or tools
+    return tools
+
+
 def build_body(model: str, request: ModelRequest) -> dict[str, Any]:
     """The JSON body of a streaming `/api/chat` request."""
     messages = convert_messages(request.messages)
@@ -77,8 +101,9 @@ def build_body(model: str, request: ModelRequest) -> dict[str, Any]:
     if system:
         messages.insert(0, {"role": "system", "content": system})
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
-    if request.tools:
-        body["tools"] = convert_tools(request.tools)
+    tools = offered_tools(request.tools, request.tool_choice)
+    if tools:
+        body["tools"] = convert_tools(tools)
     options: dict[str, Any] = {}
     if request.max_output_tokens is not None:
         options["num_predict"] = request.max_output_tokens

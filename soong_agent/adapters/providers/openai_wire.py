@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
-from soong_agent.ports.model import ModelRequest, SystemPart, ToolSpec
+from soong_agent.ports.model import ModelRequest, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import StopReason, ToolCallReady, Usage
 
 FINISH_REASONS: dict[str, StopReason] = {
@@ -80,8 +80,19 @@ def convert_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
+def convert_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    """`tool_choice` in the Chat Completions shape: "auto", "none", "required", or the named
+    function object."""
+    if choice.mode == "tool" and choice.name:
+        return {"type": "function", "function": {"name": choice.name}}
+    return "auto" if choice.mode == "tool" else choice.mode
+
+
 def build_body(model: str, request: ModelRequest) -> dict[str, Any]:
-    """The JSON body of a streaming Chat Completions request."""
+    """The JSON body of a streaming Chat Completions request.
+
+    `tool_choice` goes only beside `tools`: strict servers (vLLM, llama.cpp) refuse it alone.
+    """
     messages = convert_messages(request.messages)
     system = system_text(request.system)
     if system:
@@ -94,6 +105,8 @@ def build_body(model: str, request: ModelRequest) -> dict[str, Any]:
     }
     if request.tools:
         body["tools"] = convert_tools(request.tools)
+        if request.tool_choice is not None:
+            body["tool_choice"] = convert_tool_choice(request.tool_choice)
     if request.max_output_tokens is not None:
         body["max_tokens"] = request.max_output_tokens
     if request.temperature is not None:
