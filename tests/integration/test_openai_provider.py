@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from soong_agent.adapters.providers.base import UNREACHABLE_RETRY_S
 from soong_agent.adapters.providers.http_errors import parse_retry_after
 from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
 from soong_agent.adapters.providers.retry import RetryPolicy
@@ -613,7 +614,7 @@ async def test_connection_refused_is_transport_and_names_the_url(
     err = await failure(make_provider(client, base_url, sleep=sleeps))
     assert err.kind == "transport"
     assert base_url in str(err)
-    assert len(sleeps.delays) == POLICY.max_attempts - 1
+    assert sleeps.delays == [UNREACHABLE_RETRY_S]  # one quick retry, not the whole backoff
 
 
 async def test_read_timeout(server: FakeOpenAIServer, client: httpx.AsyncClient) -> None:

@@ -190,7 +190,9 @@ class OllamaChatProvider(HttpStreamProvider):
         if "model" in detail.lower():
             return f"pull it first: `ollama pull {self._model}`"
         # not Ollama's "model … not found": most likely base_url points elsewhere
-        return "POST /api/chat; is base_url the Ollama server root, such as http://127.0.0.1:11434?"
+        return (
+            f"POST {self._url}; is base_url the Ollama server root, such as http://127.0.0.1:11434?"
+        )
 
 
 # --- helpers of the exchange -----------------------------------------------------------------
