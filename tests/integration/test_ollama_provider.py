@@ -530,7 +530,7 @@ async def test_a_base_url_that_is_not_the_server_root_gets_a_hint(
     err = await failure(make_provider(client, server.base_url + "/v1"))
     assert err.kind == "not_found"
     assert "404 page not found" in err.detail
-    assert "POST /api/chat" in err.detail
+    assert "/v1/api/chat" in err.detail  # the URL really posted to
     assert "server root" in err.detail
 
 
