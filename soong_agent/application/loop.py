@@ -298,11 +298,10 @@ class AgentLoop:
             await self._compact(rec, "recovery")
             estimated = None
             turn = await self._call_model(rec)
-        if ctx is not None:
-            if turn.usage is not None:
-                u = turn.usage
-                reported = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
-                ctx.recalibrate(estimated_o200k=estimated, reported=reported)
+        if ctx is not None and turn.usage is not None:
+            u = turn.usage
+            reported = u.input_tokens + u.cache_read_tokens + u.cache_write_tokens
+            ctx.recalibrate(estimated_o200k=estimated, reported=reported)
         return turn
 
     async def _call_model(self, rec: RunRecorder) -> _Turn:
