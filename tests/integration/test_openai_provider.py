@@ -768,3 +768,23 @@ async def test_no_tool_choice_without_tools_or_without_a_choice(
     await collect(provider, simple_request(tool_choice=ToolChoice("required")))
     await collect(provider, simple_request(tools=CHOICE_TOOLS))
     assert all("tool_choice" not in r.json for r in server.requests)
+
+
+async def test_an_empty_event_stream_explains_the_likely_context_overflow(
+    server: FakeOpenAIServer, client: httpx.AsyncClient
+) -> None:
+    # llama.cpp's answer to a streamed prompt longer than n_ctx: 200, no event at all
+    server.enqueue(raw_bytes_response([]))
+    err = await failure(make_provider(client, server.base_url, retry=RetryPolicy(max_attempts=1)))
+    assert err.kind == "transport"
+    assert "without sending anything" in err.detail and "context_window" in err.detail
+
+
+async def test_a_stream_cut_after_a_role_chunk_is_not_called_empty(
+    server: FakeOpenAIServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(
+        raw_sse_response(['data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}', ""])
+    )
+    err = await failure(make_provider(client, server.base_url, retry=RetryPolicy(max_attempts=1)))
+    assert err.detail == "stream ended before [DONE]"

@@ -113,7 +113,9 @@ class OpenAIChatProvider(HttpStreamProvider):
                         usage: Any = None
                         finish: Any = None
                         done = False
+                        received = False
                         async for batch in batches:
+                            received = received or bool(batch)
                             for payload in batch:
                                 if payload == _DONE:
                                     done = True
@@ -168,7 +170,7 @@ class OpenAIChatProvider(HttpStreamProvider):
                         if not done and finish is None:
                             # a clean close after finish_reason (some gateways omit [DONE]) is a
                             # complete answer; one before it lost part of the answer
-                            raise ctx.error("transport", "stream ended before [DONE]")
+                            raise ctx.error("transport", _ended_early(chunk_seen=received))
                         if done:
                             await drain(batches)
                         had_calls = bool(calls)
@@ -198,6 +200,18 @@ class OpenAIChatProvider(HttpStreamProvider):
 
 
 # --- helpers of the exchange -----------------------------------------------------------------
+
+
+def _ended_early(*, chunk_seen: bool) -> str:
+    if chunk_seen:
+        return "stream ended before [DONE]"
+    # llama.cpp's server answers a prompt longer than its context (n_ctx) this way when
+    # streaming: 200, an event-stream content type, and no event at all
+    return (
+        "the server ended the stream without sending anything; llama.cpp does this when the "
+        "prompt does not fit its context size (n_ctx): is [model].context_window larger than "
+        "the server's?"
+    )
 
 
 def _malformed(ctx: ErrorContext, payload: str) -> ProviderError:
