@@ -158,14 +158,9 @@ def test_a_tool_choice_for_the_first_request_passes(project_files: CliWorld) -> 
     assert_nothing_refused(world)
 
 
-# --- product defects strict mode exposed (xfail until the runtime repairs what it sends back) --
+# --- what strict mode once exposed: broken calls are sent back in a shape servers accept ---
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the runtime sends a tool call's arguments back verbatim even when they are not JSON; "
-    "vLLM json.loads them for the chat template and answers 400 on this and every later request",
-)
 def test_a_tool_call_with_arguments_that_are_not_json_does_not_break_the_session(
     project_files: CliWorld,
 ) -> None:
@@ -181,11 +176,6 @@ def test_a_tool_call_with_arguments_that_are_not_json_does_not_break_the_session
     assert refused == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='the runtime sends a nameless tool call back with "name": ""; Gemini\'s '
-    "OpenAI-compatible endpoint refuses an empty function name",
-)
 def test_a_tool_call_without_a_name_does_not_break_the_session(project_files: CliWorld) -> None:
     world = project_files
     world.server.enqueue(

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
-from soong_agent.adapters.providers.anthropic_wire import tool_input
+from soong_agent.adapters.providers.calls import arguments_object as tool_input
 from soong_agent.adapters.providers.retry import RetryPolicy
 from soong_agent.ports.errors import MissingSecretError, ProviderError
 from soong_agent.ports.messages import (

@@ -30,6 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from soong_agent.adapters.providers.calls import arguments_object, wire_name
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_chunk,
@@ -134,18 +135,6 @@ def forces_tool_use(choice: ToolChoice | None) -> bool:
     return choice is not None and choice.mode in ("required", "tool")
 
 
-def tool_input(arguments: str) -> dict[str, Any]:
-    """The `input` object of a tool_use block: the parsed arguments, or {} when they are not
-    a JSON object (a model's broken arguments must not make the next request fail)."""
-    if not arguments:
-        return {}
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def wire_id(call_id: str) -> str:
     """`call_id` as the API accepts a tool_use id (``^[a-zA-Z0-9_-]+$``).
 
@@ -194,7 +183,12 @@ def _assistant_blocks(message: Message, *, thinking: bool) -> list[dict[str, Any
         if isinstance(b, TextBlock) and _has_text(b.text)
     )
     blocks.extend(
-        {"type": "tool_use", "id": wire_id(b.id), "name": b.name, "input": tool_input(b.arguments)}
+        {
+            "type": "tool_use",
+            "id": wire_id(b.id),
+            "name": wire_name(b.name),
+            "input": arguments_object(b.arguments),
+        }
         for b in message.content
         if isinstance(b, ToolCallBlock)
     )

@@ -16,11 +16,11 @@ neither text nor calls (e.g. only thinking, which is not sent back) is left out.
 
 from __future__ import annotations
 
-import errno
 import json
 from collections.abc import Sequence
 from typing import Any
 
+from soong_agent.adapters.providers.calls import arguments_object, wire_name
 from soong_agent.adapters.providers.openai_wire import convert_tools, system_text
 from soong_agent.ports.errors import ProviderErrorKind
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
@@ -35,22 +35,8 @@ DONE_REASONS: dict[str, StopReason] = {
 # --- request conversion ----------------------------------------------------------------------
 
 
-def arguments_object(arguments: str) -> dict[str, Any]:
-    """The JSON object of a tool call's raw arguments text; `{}` when it is not one.
-
-    Ollama takes (and gives) tool-call arguments as an object, not as JSON text.
-    """
-    if not arguments:
-        return {}
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
-
-
 def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
-    return {"role": "tool", "content": block.content, "tool_name": block.name}
+    return {"role": "tool", "content": block.content, "tool_name": wire_name(block.name)}
 
 
 def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -63,7 +49,12 @@ def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
             wire: dict[str, Any] = {"role": "assistant", "content": text}
             calls = [
-                {"function": {"name": b.name, "arguments": arguments_object(b.arguments)}}
+                {
+                    "function": {
+                        "name": wire_name(b.name),
+                        "arguments": arguments_object(b.arguments),
+                    }
+                }
                 for b in message.content
                 if isinstance(b, ToolCallBlock)
             ]
@@ -229,17 +220,3 @@ def classify_stream_error(message: str) -> ProviderErrorKind:
 
 def _mentions(haystack: str, needles: tuple[str, ...]) -> bool:
     return any(n in haystack for n in needles)
-
-
-def connection_refused(exc: BaseException) -> bool:
-    """Whether `exc` (an httpx ConnectError) was caused by a refused TCP connection."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError) or (
-            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
-        ):
-            return True
-        current = current.__cause__ or current.__context__
-    return False

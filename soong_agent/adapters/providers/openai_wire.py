@@ -9,6 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from soong_agent.adapters.providers.calls import arguments_text, wire_name
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from soong_agent.ports.model import ModelRequest, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import StopReason, ToolCallReady, Usage
@@ -42,7 +43,10 @@ def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 {
                     "id": b.id,
                     "type": "function",
-                    "function": {"name": b.name, "arguments": b.arguments or "{}"},
+                    "function": {
+                        "name": wire_name(b.name),
+                        "arguments": arguments_text(b.arguments),
+                    },
                 }
                 for b in message.content
                 if isinstance(b, ToolCallBlock)
