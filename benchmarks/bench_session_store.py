@@ -5,18 +5,23 @@ Run: `python benchmarks/bench_session_store.py [--messages 50000] [--tail 10000]
 Prints events inserted per second (typical turns and large batches), commit latency of a typical
 turn (2 messages + 6 events) through the async API and on the worker thread alone, and the time to
 load the last `--tail` messages of a `--messages`-message session, measured in a fresh process as
-on resume (the first load, then the median of several).
+on resume (the first load, then the median of several), next to a floor: the same rows read with
+raw sqlite3 and validated with one `TypeAdapter(list[Message]).validate_json` per chunk.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
@@ -216,30 +221,106 @@ async def build_long_session(db: Path, messages: int) -> str:
     return t.leaf
 
 
+def _floor_loader(db: Path, tail: int) -> Callable[[bool], list[Message]]:
+    """The same rows without the store: raw sqlite3, one `validate_json` per chunk of 2000.
+
+    `walk=True` runs the store's own query (the recursive walk of the active path); `walk=False`
+    reads the last `tail` rows by ordinal (right only for a linear session, as here), the
+    cheapest indexed read of those rows. The GC is paused while validating, as in the store.
+    """
+    from pydantic import TypeAdapter
+
+    from soong_agent.adapters.storage.sql import PATH_SQL
+
+    adapter = TypeAdapter(list[Message])
+    conn = sqlite3.connect(str(db), isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA mmap_size = 268435456")
+    tail_sql = (
+        "SELECT content FROM messages WHERE session_id = :sid ORDER BY ordinal DESC LIMIT :limit"
+    )
+    params = {"sid": "long-session", "limit": tail}
+
+    def load(walk: bool) -> list[Message]:
+        if walk:
+            docs = [r[0] for r in conn.execute(PATH_SQL, params).fetchall()]
+        else:
+            docs = [r[0] for r in conn.execute(tail_sql, params).fetchall()]
+        docs.reverse()  # both read the leaf first
+        out: list[Message] = []
+        gc.disable()
+        try:
+            for start in range(0, len(docs), 2000):
+                out.extend(adapter.validate_json("[" + ",".join(docs[start : start + 2000]) + "]"))
+        finally:
+            gc.freeze()
+            gc.unfreeze()
+            gc.enable()
+        return out
+
+    return load
+
+
 async def measure_load(db: Path, leaf: str, tail: int, repeats: int) -> None:
     """Resume as a new process would: a fresh store in a fresh interpreter."""
     store = SqliteSessionStore(db)
     first = time.perf_counter()
     await store.get_session("long-session")
     opened = (time.perf_counter() - first) * 1000
-    print(f"  first call of a fresh store (imports sqlalchemy, opens, pragmas): {opened:.0f} ms")
+    print(f"  first call of a fresh store (opens the file, pragmas, first read): {opened:.1f} ms")
+    heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "sqlmodel"))
+    print(f"  sqlalchemy/sqlmodel imported by then: {'yes' if heavy else 'no'}")
     s = time.perf_counter()
     path = await store.active_path("long-session", limit=tail)
     cold = (time.perf_counter() - s) * 1000
     assert len(path) == tail and path[-1].id == leaf
     del path
     print(f"  last {tail} messages, first load in the process: {cold:.1f} ms")
-    times = []
-    for _ in range(repeats):
-        s = time.perf_counter()
-        path = await store.active_path("long-session", limit=tail)
-        times.append(time.perf_counter() - s)
-        del path
-    med = statistics.median(times) * 1000
+
+    floor = _floor_loader(db, tail)
+    for walk in (False, True):
+        check = floor(walk)
+        assert len(check) == tail and check[-1].id == leaf
+        del check
+    loop = asyncio.get_running_loop()
+    floor_thread = ThreadPoolExecutor(max_workers=1)
+
+    async def by_store() -> list[Message]:
+        return await store.active_path("long-session", limit=tail)
+
+    async def by_floor() -> list[Message]:
+        return floor(False)
+
+    async def by_floor_on_worker() -> list[Message]:
+        return await loop.run_in_executor(floor_thread, floor, False)
+
+    async def by_walk_on_worker() -> list[Message]:
+        return await loop.run_in_executor(floor_thread, floor, True)
+
+    loads = [by_store, by_floor, by_floor_on_worker, by_walk_on_worker]
+    times: dict[Callable[[], Awaitable[list[Message]]], list[float]] = {f: [] for f in loads}
+    for i in range(repeats):
+        # Interleaved, in a rotating order, so that load on the machine and whatever the
+        # previous load left behind (memory to give back) hit all of them alike.
+        for load in loads[i % len(loads) :] + loads[: i % len(loads)]:
+            s = time.perf_counter()
+            loaded = await load()
+            times[load].append(time.perf_counter() - s)
+            del loaded
+    floor_thread.shutdown()
+    med = {load: statistics.median(ts) * 1000 for load, ts in times.items()}
+    store_ms, store_times = med[by_store], times[by_store]
     print(
-        f"  last {tail} messages, repeated: median {med:.1f} ms"
-        f"  min {min(times) * 1000:.1f} ms  max {max(times) * 1000:.1f} ms  ({repeats} runs)"
+        f"  last {tail} messages, repeated: median {store_ms:.1f} ms"
+        f"  min {min(store_times) * 1000:.1f} ms  max {max(store_times) * 1000:.1f} ms"
+        f"  ({repeats} runs)"
     )
+    for load, label in (
+        (by_floor, "floor: raw sqlite3, tail by ordinal, validate_json per chunk"),
+        (by_floor_on_worker, "  the same floor on a worker thread (the store's model)"),
+        (by_walk_on_worker, "  raw sqlite3 + the store's path walk, on a worker thread"),
+    ):
+        note = "  (target <= 1.2x)" if load is by_floor else ""
+        print(f"  {label:62s} {med[load]:6.1f} ms   store/this {store_ms / med[load]:.2f}x{note}")
     s = time.perf_counter()
     full = await store.active_path("long-session")
     print(f"  whole path ({len(full)} messages): {(time.perf_counter() - s) * 1000:.1f} ms")
@@ -259,7 +340,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--tail", type=int, default=10_000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--measure-load", nargs=2, metavar=("DB", "LEAF"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_load:

@@ -103,11 +103,9 @@ async def test_pragmas_wal_and_schema(tmp_path: Path) -> None:
     raw.close()
 
     def connection_pragmas() -> tuple[object, ...]:
-        conn, _ = store._db.connection()
-        driver = conn.connection.driver_connection
-        assert driver is not None
+        conn = store._db.connection()
         return tuple(
-            driver.execute(f"PRAGMA {name}").fetchone()[0]
+            conn.execute(f"PRAGMA {name}").fetchone()[0]
             for name in ("busy_timeout", "synchronous", "foreign_keys", "journal_mode")
         )
 
@@ -214,7 +212,7 @@ _WORKER = textwrap.dedent(
 
 def test_two_processes_write_concurrently(tmp_path: Path) -> None:
     db = tmp_path / "shared" / "sessions.sqlite"  # fresh: both processes also race to create it
-    turns = 300
+    turns = 600  # enough that the two writers overlap even when one starts a little late
     start = time.time() + 1.5
     procs = [
         subprocess.Popen(
@@ -312,6 +310,61 @@ def test_importing_the_store_does_not_import_sqlalchemy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+_OPEN_EXISTING = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from soong_agent.adapters.storage import SqliteSessionStore
+    from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
+    from soong_agent.ports.messages import user_text
+    from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit
+
+    async def main():
+        db = Path(sys.argv[1])
+        store = SqliteSessionStore(db)
+        await store.commit(TurnCommit(
+            session=SessionInfo(id="s2", project_dir="/p", created_at=0, updated_at=0,
+                                active_leaf_id="m1"),
+            run=RunInfo(id="r2", session_id="s2", started_at=0),
+            messages=[user_text("a", id="m0"), user_text("b", id="m1", parent_id="m0")],
+        ))
+        path = await store.active_path("s2")
+        await store.close()
+        artifacts = SqliteArtifactStore(db, db.parent)
+        info = await artifacts.save(session_id="s2", run_id="r2", filename="f.txt",
+                                    data=b"x", preview_chars=10)
+        assert await artifacts.get("s2", info.id) == info
+        await artifacts.close()
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("sqlalchemy", "sqlmodel"))
+        print([m.id for m in path], loaded)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_opening_an_existing_database_imports_no_sqlalchemy(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.sqlite"
+    store = SqliteSessionStore(db)
+    await store.get_session("x")  # creates the schema (this process imports sqlalchemy)
+    await store.close()
+    out = subprocess.run(
+        [sys.executable, "-c", _OPEN_EXISTING, str(db)], check=False, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['m0', 'm1'] []"
+
+
+def test_creating_a_database_in_a_fresh_process_imports_the_schema(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "sessions.sqlite"
+    out = subprocess.run(
+        [sys.executable, "-c", _OPEN_EXISTING, str(db)], check=False, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("['m0', 'm1'] [")
+    assert "'sqlmodel'" in out.stdout and "'sqlalchemy'" in out.stdout
 
 
 def test_tables_module_can_be_reloaded() -> None:

@@ -5,10 +5,11 @@ its row (size, sha256, preview, ...) is in the `artifacts` table of the session 
 same SQLite file and schema as `SqliteSessionStore`). An artifact is only visible to its own
 session: looking it up with another session id finds nothing.
 
-Like the session store, all work (database and files) runs on one worker thread of the store and
-the database is opened by the first call (WAL, busy timeout). This store's connection does not
-enforce foreign keys: a tool result may be stored before the turn that creates the session row
-is committed.
+Like the session store, all work (database and files) runs on one worker thread of the store,
+the database is opened by the first call (WAL, busy timeout) and statements run on a plain
+`sqlite3` connection with the SQL pinned in `sql.py` (no SQLAlchemy unless the database has to be
+created). This store's connection does not enforce foreign keys: a tool result may be stored
+before the turn that creates the session row is committed.
 """
 
 from __future__ import annotations
@@ -19,20 +20,16 @@ import hashlib
 import os
 import re
 import secrets
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from soong_agent.adapters.storage import transactions
+from soong_agent.adapters.storage import sql, transactions
 from soong_agent.ports.artifacts import ArtifactInfo
 from soong_agent.ports.errors import RunError, UsageError
-
-if TYPE_CHECKING:
-    import sqlite3
-
-    from sqlalchemy.engine import Connection, Engine
 
 _T = TypeVar("_T")
 
@@ -53,12 +50,6 @@ def safe_filename(name: str) -> str:
     return base or "artifact"
 
 
-def _info(row: Any) -> ArtifactInfo:
-    return ArtifactInfo(
-        id=row[0], session_id=row[1], filename=row[2], size=row[3], sha256=row[4], preview=row[5]
-    )
-
-
 class _Artifacts:
     """The connection, the files and every operation; used only on the store's worker thread."""
 
@@ -66,53 +57,29 @@ class _Artifacts:
         self.db_path = db_path
         self.home = home
         self.busy_timeout_ms = busy_timeout_ms
-        self._engine: Engine | None = None
-        self._conn: Connection | None = None
+        self._conn: sqlite3.Connection | None = None
 
     # --- connection ------------------------------------------------------------------------
 
-    def _connect_dbapi(self) -> sqlite3.Connection:
-        import sqlite3
+    def _connect(self) -> sqlite3.Connection:
+        return transactions.connect(self.db_path, self.busy_timeout_ms)
 
-        conn = sqlite3.connect(str(self.db_path), isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            transactions.enable_wal(conn)
-            conn.execute("PRAGMA synchronous = NORMAL")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def connection(self) -> Connection:
-        if self._conn is not None:
-            return self._conn
-        engine, conn = transactions.open_engine(self.db_path, self._connect_dbapi)
-        self._engine, self._conn = engine, conn
-        return conn
-
-    def _write(self, conn: Connection, work: Callable[[Connection], None]) -> None:
-        transactions.write(conn, work)
+    def connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = transactions.open_database(self.db_path, self._connect)
+        return self._conn
 
     def call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run one operation; database failures become `RunError`s naming the file."""
-        import sqlite3
-
-        from sqlalchemy.exc import DBAPIError
-
         try:
             return fn(*args)
-        except DBAPIError as exc:
-            raise RunError(f"session database {self.db_path}: {exc.orig}") from exc
         except sqlite3.Error as exc:
             raise RunError(f"session database {self.db_path}: {exc}") from exc
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-        if self._engine is not None:
-            self._engine.dispose()
-        self._conn = self._engine = None
+        self._conn = None
 
     # --- operations ------------------------------------------------------------------------
 
@@ -122,10 +89,6 @@ class _Artifacts:
     def save(
         self, session_id: str, run_id: str, filename: str, data: bytes, preview_chars: int
     ) -> ArtifactInfo:
-        from sqlalchemy import insert
-
-        from soong_agent.adapters.storage.tables import artifacts
-
         if not _SESSION_RE.fullmatch(session_id) or session_id.strip(".") == "":
             raise UsageError(f"cannot store an artifact for session id {session_id!r}")
         conn = self.connection()
@@ -143,24 +106,15 @@ class _Artifacts:
             sha256=hashlib.sha256(data).hexdigest(),
             preview=data.decode("utf-8", errors="replace")[: max(0, preview_chars)],
         )
-        row = {
-            "id": info.id,
-            "session_id": info.session_id,
-            "run_id": run_id or None,
-            "filename": info.filename,
-            "size": info.size,
-            "sha256": info.sha256,
-            "preview": info.preview,
-            "created_at": time.time(),
-        }
+        row = sql.artifact_row(info, run_id or None, time.time())
 
-        def record(c: Connection) -> None:
-            c.execute(insert(artifacts), row)
+        def record(c: sqlite3.Connection) -> None:
+            c.execute(sql.INSERT_ARTIFACT, row)
 
         try:
             partial.write_bytes(data)
             os.replace(partial, path)
-            self._write(conn, record)
+            transactions.write(conn, record)
         except BaseException:
             for leftover in (partial, path):
                 with contextlib.suppress(OSError):
@@ -171,20 +125,11 @@ class _Artifacts:
         return info
 
     def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
-        from sqlalchemy import select
-
-        from soong_agent.adapters.storage.tables import artifacts as a
-
         if not _ID_RE.fullmatch(artifact_id):
             return None
-        conn = self.connection()
-        query = select(a.c.id, a.c.session_id, a.c.filename, a.c.size, a.c.sha256, a.c.preview)
-        query = query.where(a.c.id == artifact_id, a.c.session_id == session_id)
-        try:
-            rows = conn.execute(query).all()
-        finally:
-            conn.rollback()
-        return _info(rows[0]) if rows else None
+        params = {"aid": artifact_id, "sid": session_id}
+        rows = self.connection().execute(sql.GET_ARTIFACT, params).fetchall()
+        return sql.artifact_info(rows[0]) if rows else None
 
     def read(self, session_id: str, artifact_id: str, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0:

@@ -2,8 +2,10 @@
 
 All database work runs on one dedicated worker thread, so writes are serialised in call order and
 the event loop only waits on a future. The database (its folder, tables and connection) is set
-up lazily by the first call; constructing a store does no I/O. sqlalchemy/sqlmodel are imported
-on that first call too, never when this module is imported (they cost ~0.4 s).
+up lazily by the first call; constructing a store does no I/O. Statements run on a plain
+`sqlite3` connection (the SQL text is pinned in `sql.py`); sqlalchemy/sqlmodel, which declare the
+schema, are imported only when a database has to be created (~0.3 s, once per machine), never to
+open a current one.
 
 Message parent links are resolved when a message is written: `parent_ordinal` points at the row
 of the parent, which must be an earlier message of the same session (otherwise the message is a
@@ -15,32 +17,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sqlite3
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from soong_agent.adapters.storage import transactions
+from soong_agent.adapters.storage import sql, transactions
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import MESSAGE_LIST, Message
 from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit
 
 if TYPE_CHECKING:
-    import sqlite3
-
     from pydantic import TypeAdapter
-    from sqlalchemy.engine import Connection, Engine
-
-    from soong_agent.adapters.storage.tables import Statements
 
 _T = TypeVar("_T")
 
-"""BEGIN IMMEDIATE attempts when the busy timeout alone did not get the write lock."""
 _CHUNK = 2000
 """Rows validated per pydantic call when loading, so the event loop gets the GIL in between."""
-_NO_LIMIT = 1 << 62
 _MMAP_BYTES = 256 * 1024 * 1024
 
 
@@ -82,75 +78,45 @@ class _Database:
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
-        self._engine: Engine | None = None
-        self._conn: Connection | None = None
-        self._st: Statements | None = None
+        self._conn: sqlite3.Connection | None = None
 
     # --- connection ------------------------------------------------------------------------
 
-    def _connect_dbapi(self) -> sqlite3.Connection:
-        import sqlite3
-
-        conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            transactions.enable_wal(conn)
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
+    def _connect(self) -> sqlite3.Connection:
+        return transactions.connect(
+            self.path,
+            self.busy_timeout_ms,
+            "PRAGMA foreign_keys = ON",
             # Reads of long sessions copy far less through memory-mapped pages (~2x faster).
-            conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+            f"PRAGMA mmap_size = {_MMAP_BYTES}",
+        )
 
-    def _open(self) -> tuple[Connection, Statements]:
-        from soong_agent.adapters.storage.tables import Statements
-
-        engine, conn = transactions.open_engine(self.path, self._connect_dbapi)
-        self._engine, self._conn, self._st = engine, conn, Statements()
-        return conn, self._st
-
-    def connection(self) -> tuple[Connection, Statements]:
-        if self._conn is None or self._st is None:
-            return self._open()
-        return self._conn, self._st
+    def connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = transactions.open_database(self.path, self._connect)
+        return self._conn
 
     def warm_up(self) -> None:
         try:
             self.connection()
-        except Exception:  # reported by the next real call, which opens again
+        except (UsageError, sqlite3.Error):  # reported by the next real call, which opens again
             return
 
     def call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run one operation; database failures become `RunError`s naming the file."""
-        import sqlite3
-
-        from sqlalchemy.exc import DBAPIError
-
         try:
             return fn(*args)
-        except DBAPIError as exc:
-            raise RunError(f"session database {self.path}: {exc.orig}") from exc
         except sqlite3.Error as exc:
             raise RunError(f"session database {self.path}: {exc}") from exc
 
-    def _write(self, conn: Connection, work: Callable[[Connection], None]) -> None:
-        transactions.write(conn, work)
-
-    def _read(self, work: Callable[[Connection], _T]) -> _T:
-        conn, _ = self.connection()
-        try:
-            return work(conn)
-        finally:
-            conn.rollback()
+    def _rows(self, statement: str, params: dict[str, Any]) -> list[Any]:
+        """All rows of one read (autocommit: the statement is its own read transaction)."""
+        return self.connection().execute(statement, params).fetchall()
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
-        if self._engine is not None:
-            self._engine.dispose()
-        self._conn = self._engine = self._st = None
+        self._conn = None
 
     # --- writes ----------------------------------------------------------------------------
 
@@ -162,89 +128,64 @@ class _Database:
         events: list[RunEvent],
         at: float,
     ) -> None:
-        from sqlalchemy.exc import IntegrityError
-
-        from soong_agent.adapters.storage import tables
-
         if any(not m.id for m in messages):
             raise UsageError("every committed message needs an id")
-        conn, st = self.connection()
+        conn = self.connection()
         updated_at = max(session.updated_at, at)
-        session_row = tables.session_row(session, updated_at)
-        run_row = tables.run_row(run)
-        message_rows = tables.message_rows(session.id, messages, at or updated_at)
-        event_rows = tables.event_rows(events)
+        session_row = sql.session_row(session, updated_at)
+        run_row = sql.run_row(run)
+        message_rows = sql.message_rows(session.id, messages, at or updated_at)
+        event_rows = sql.event_rows(events)
 
-        def work(c: Connection) -> None:
-            c.exec_driver_sql(st.upsert_session, session_row)
-            c.exec_driver_sql(st.upsert_run, run_row)
+        def work(c: sqlite3.Connection) -> None:
+            cursor = c.cursor()
+            cursor.execute(sql.UPSERT_SESSION, session_row)
+            cursor.execute(sql.UPSERT_RUN, run_row)
             if message_rows:
-                c.exec_driver_sql(st.insert_messages, message_rows)
+                cursor.executemany(sql.INSERT_MESSAGE, message_rows)
             if event_rows:
-                c.exec_driver_sql(st.insert_events, event_rows)
+                cursor.executemany(sql.INSERT_EVENT, event_rows)
 
         try:
-            self._write(conn, work)
-        except IntegrityError as exc:
-            raise UsageError(f"cannot commit the turn to {self.path}: {exc.orig}") from exc
+            transactions.write(conn, work)
+        except sqlite3.IntegrityError as exc:
+            raise UsageError(f"cannot commit the turn to {self.path}: {exc}") from exc
 
     # --- reads -----------------------------------------------------------------------------
 
     def get_session(self, session_id: str) -> SessionInfo | None:
-        from soong_agent.adapters.storage.tables import session_info
-
-        st = self.connection()[1]
-        rows = self._read(lambda c: c.execute(st.get_session, {"sid": session_id}).all())
-        return session_info(rows[0]) if rows else None
+        rows = self._rows(sql.GET_SESSION, {"sid": session_id})
+        return sql.session_info(rows[0]) if rows else None
 
     def list_sessions(self, limit: int) -> list[SessionInfo]:
-        from soong_agent.adapters.storage.tables import session_info
-
         if limit <= 0:
             return []
-        st = self.connection()[1]
-        rows = self._read(lambda c: c.execute(st.list_sessions, {"limit": limit}).all())
-        return [session_info(r) for r in rows]
+        return [sql.session_info(r) for r in self._rows(sql.LIST_SESSIONS, {"limit": limit})]
 
     def active_path(
         self, session_id: str, limit: int | None, message_id: str | None = None
     ) -> list[Message]:
-        from soong_agent.adapters.storage.tables import PATH_SQL, PATH_TO_SQL
-
         if limit is not None and limit <= 0:
             return []
-        params = {"sid": session_id, "limit": _NO_LIMIT if limit is None else limit}
-        sql = PATH_SQL
+        params: dict[str, Any] = {"sid": session_id, "limit": -1 if limit is None else limit}
+        statement = sql.PATH_SQL
         if message_id is not None:
             params["mid"] = message_id
-            sql = PATH_TO_SQL
-
-        def query(c: Connection) -> list[Any]:
-            # The hot read: straight on the driver, no per-row wrapping.
-            driver = c.connection.driver_connection
-            assert driver is not None
-            return driver.execute(sql, params).fetchall()  # type: ignore[no-any-return]
-
-        rows = self._read(query)
-        rows.sort(key=lambda r: -r[0])  # root first (the walk yields the leaf first)
-        return _validate_json_rows([r[1] for r in rows], MESSAGE_LIST.validate_json)
+            statement = sql.PATH_TO_SQL
+        rows = self._rows(statement, params)
+        rows.reverse()  # the walk yields the leaf first
+        return _validate_json_rows([r[0] for r in rows], MESSAGE_LIST.validate_json)
 
     def all_messages(self, session_id: str) -> list[Message]:
-        st = self.connection()[1]
-        rows = self._read(lambda c: c.execute(st.all_messages, {"sid": session_id}).scalars().all())
-        return _validate_json_rows(rows, MESSAGE_LIST.validate_json)
+        rows = self._rows(sql.ALL_MESSAGES, {"sid": session_id})
+        return _validate_json_rows([r[0] for r in rows], MESSAGE_LIST.validate_json)
 
     def list_runs(self, session_id: str) -> list[RunInfo]:
-        from soong_agent.adapters.storage.tables import run_info
-
-        st = self.connection()[1]
-        rows = self._read(lambda c: c.execute(st.list_runs, {"sid": session_id}).all())
-        return [run_info(r) for r in rows]
+        return [sql.run_info(r) for r in self._rows(sql.LIST_RUNS, {"sid": session_id})]
 
     def run_events(self, run_id: str) -> list[RunEvent]:
-        st = self.connection()[1]
-        rows = self._read(lambda c: c.execute(st.run_events, {"rid": run_id}).scalars().all())
-        return _validate_json_rows(rows, _event_list().validate_json)
+        rows = self._rows(sql.RUN_EVENTS, {"rid": run_id})
+        return _validate_json_rows([r[0] for r in rows], _event_list().validate_json)
 
 
 class SqliteSessionStore:
@@ -273,10 +214,11 @@ class SqliteSessionStore:
         return f"SqliteSessionStore({str(self._db.path)!r})"
 
     def warm_up(self) -> None:
-        """Start opening the database on the worker thread (imports, folder, tables); return now.
+        """Start opening the database on the worker thread (folder, file, pragmas); return now.
 
-        Optional: lets a caller overlap sqlalchemy's import cost with other start-up work. A
-        failure here is not reported; the next call tries again and raises `UsageError`.
+        Optional: lets a caller overlap the open (and, for a database still to be created, the
+        sqlalchemy import) with other start-up work. A failure here is not reported; the next
+        call tries again and raises `UsageError`.
         """
         if not self._closed:
             with contextlib.suppress(RuntimeError):  # closed meanwhile

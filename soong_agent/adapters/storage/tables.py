@@ -1,25 +1,30 @@
-"""The session database schema (CTX-1), declared with sqlmodel, and the statements over it.
+"""The session database schema (CTX-1), declared with sqlmodel: the single source of truth.
+
+The stores never import this module to run statements: they execute the SQL text pinned in
+`sql.py` on a plain `sqlite3` connection. This module is imported only when a database has to be
+created (`PRAGMA user_version` below `SCHEMA_VERSION`), once per machine, and by the test that
+checks the pinned SQL against `compiled_statements()`, the same statements compiled here by
+SQLAlchemy from the declarations below. sqlmodel/sqlalchemy cost ~0.3 s to import.
 
 The tables live on their own `MetaData` (not `SQLModel.metadata`), so importing or reloading this
-module twice never clashes with itself or with anyone else's sqlmodel tables. Only the SQLite
-store imports this module, lazily, so sqlmodel's import cost is paid on first database use.
+module twice never clashes with itself or with anyone else's sqlmodel tables.
 
 Timestamps are Unix seconds as floats (the ports' clock unit). JSON columns hold the exact
-pydantic JSON of a message or an event, so loading is one `validate_json` per query.
+pydantic JSON of a message or an event, so loading is one `validate_json` per chunk of rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, cast
+import sqlite3
+from typing import Any
 
 from sqlalchemy import (
     BindParameter,
     Column,
-    Connection,
     Index,
     Integer,
     Select,
+    Table,
     Text,
     UniqueConstraint,
     bindparam,
@@ -31,15 +36,12 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import registry
 from sqlalchemy.schema import CreateIndex, CreateTable
-from sqlalchemy.sql.dml import Insert
 from sqlmodel import Field, SQLModel
 
-from soong_agent.ports.events import RunEvent, RunStatus
-from soong_agent.ports.messages import Message
-from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.adapters.storage import sql
 
-SCHEMA_VERSION = 1
-"""Stored in `PRAGMA user_version` once the schema below has been created."""
+SCHEMA_VERSION = sql.SCHEMA_VERSION
+"""The version these declarations are; defined in `sql.py`, which opening a database reads."""
 
 _REGISTRY = registry()
 
@@ -152,240 +154,144 @@ events = METADATA.tables["events"]
 artifacts = METADATA.tables["artifacts"]
 
 
-def create_schema(conn: Connection) -> None:
-    """Create every table and index that does not exist yet (inside the caller's transaction)."""
-    for table in METADATA.sorted_tables:
-        conn.execute(CreateTable(table, if_not_exists=True))
-        for index in sorted(table.indexes, key=lambda i: str(i.name)):
-            conn.execute(CreateIndex(index, if_not_exists=True))
-    conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-
-# --- writes: SQLAlchemy Core statements and their parameter rows ------------------------------
-
+# --- DDL -----------------------------------------------------------------------------------------
 
 _SQLITE = sqlite.dialect(paramstyle="named")
 
 
-def _sql(statement: Insert, keys: list[str] | None = None) -> str:
-    return str(statement.compile(dialect=_SQLITE, column_keys=keys))
+def _compile(statement: Any) -> str:
+    return str(statement.compile(dialect=_SQLITE))
 
 
-class Statements:
-    """The store's statements, built once per store.
-
-    Writes are SQLAlchemy Core statements compiled once to SQLite SQL (named parameters) and run
-    with `exec_driver_sql`, one `executemany` per table: SQLAlchemy's per-execution work (cache
-    lookup, parameter processing) would otherwise cost ~60 µs of a ~135 µs turn commit. Every
-    parameter row therefore carries every column. Reads run the Core selects directly.
-    """
-
-    def __init__(self) -> None:
-        s = sqlite_insert(sessions)
-        self.upsert_session = _sql(
-            s.on_conflict_do_update(
-                index_elements=[sessions.c.id],
-                set_={
-                    "title": s.excluded.title,
-                    "agent": s.excluded.agent,
-                    "active_leaf_id": s.excluded.active_leaf_id,
-                    "updated_at": s.excluded.updated_at,
-                },
-            ),
-            _SESSION_KEYS,
-        )
-        r = sqlite_insert(runs)
-        self.upsert_run = _sql(
-            r.on_conflict_do_update(
-                index_elements=[runs.c.id],
-                set_={
-                    "status": r.excluded.status,
-                    "model": r.excluded.model,
-                    "reason": r.excluded.reason,
-                    "finished_at": r.excluded.finished_at,
-                },
-            ),
-            _RUN_KEYS,
-        )
-        # The parent's row is looked up as each message is inserted, so a parent written
-        # earlier in the same executemany batch is found too.
-        parent = messages.alias("parent")
-        parent_ordinal = (
-            select(parent.c.ordinal)
-            .where(parent.c.session_id == bindparam("m_sid"), parent.c.id == bindparam("m_pid"))
-            .scalar_subquery()
-        )
-        self.insert_messages = _sql(
-            insert(messages).values(
-                id=bindparam("m_id"),
-                session_id=bindparam("m_sid"),
-                parent_id=bindparam("m_pid"),
-                parent_ordinal=parent_ordinal,
-                role=bindparam("m_role"),
-                kind=bindparam("m_kind"),
-                content=bindparam("m_content"),
-                created_at=bindparam("m_at"),
-            )
-        )
-        self.insert_events = _sql(insert(events), _EVENT_KEYS)
-
-        # --- reads (the active path, the hot read, is `PATH_SQL` on the driver) ---
-        sid: BindParameter[str] = bindparam("sid")
-        self.get_session: Select[Any] = select(*_SESSION_COLUMNS).where(sessions.c.id == sid)
-        self.list_sessions: Select[Any] = (
-            select(*_SESSION_COLUMNS)
-            .order_by(sessions.c.updated_at.desc(), literal_column("sessions.rowid").desc())
-            .limit(bindparam("limit"))
-        )
-        self.all_messages: Select[Any] = (
-            select(messages.c.content)
-            .where(messages.c.session_id == sid)
-            .order_by(messages.c.ordinal)
-        )
-        self.list_runs: Select[Any] = (
-            select(*_RUN_COLUMNS)
-            .where(runs.c.session_id == sid)
-            .order_by(runs.c.started_at, literal_column("runs.rowid"))
-        )
-        self.run_events: Select[Any] = (
-            select(events.c.payload)
-            .where(events.c.run_id == bindparam("rid"))
-            .order_by(events.c.seq)
-        )
+def schema_ddl() -> list[str]:
+    """`CREATE TABLE/INDEX IF NOT EXISTS` for every table and index, in dependency order."""
+    out: list[str] = []
+    for table in METADATA.sorted_tables:
+        out.append(_compile(CreateTable(table, if_not_exists=True)).strip())
+        for index in sorted(table.indexes, key=lambda i: str(i.name)):
+            out.append(_compile(CreateIndex(index, if_not_exists=True)).strip())
+    return out
 
 
-_SESSION_KEYS = [
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create every table and index that does not exist yet and set `PRAGMA user_version`,
+    inside the caller's transaction on a raw `sqlite3` connection (no Engine)."""
+    for ddl in schema_ddl():
+        conn.execute(ddl)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+# --- the statements the stores run, compiled from the declarations ------------------------------
+
+
+def _columns(table: Table, *skip: str) -> list[str]:
+    return [c.name for c in table.columns if c.name not in skip]
+
+
+def _upsert(table: Table, keep: tuple[str, ...]) -> str:
+    """INSERT of every column; on a duplicate id, every column but `keep` takes the new value."""
+    statement = sqlite_insert(table)
+    update = {c: statement.excluded[c] for c in _columns(table, "id", *keep)}
+    upsert = statement.on_conflict_do_update(index_elements=[table.c.id], set_=update)
+    return str(upsert.compile(dialect=_SQLITE, column_keys=_columns(table)))
+
+
+def _insert(table: Table, *skip: str) -> str:
+    return str(insert(table).compile(dialect=_SQLITE, column_keys=_columns(table, *skip)))
+
+
+MESSAGE_PARAMS = {
+    "id": "m_id",
+    "session_id": "m_sid",
+    "parent_id": "m_pid",
+    "role": "m_role",
+    "kind": "m_kind",
+    "content": "m_content",
+    "created_at": "m_at",
+}
+"""Parameter names of the message insert (a bindparam may not share a column's name there)."""
+
+
+def _insert_message() -> str:
+    # The parent's row is looked up as each message is inserted, so a parent written earlier in
+    # the same executemany batch is found too.
+    parent = messages.alias("parent")
+    parent_ordinal = (
+        select(parent.c.ordinal)
+        .where(
+            parent.c.session_id == bindparam(MESSAGE_PARAMS["session_id"]),
+            parent.c.id == bindparam(MESSAGE_PARAMS["parent_id"]),
+        )
+        .scalar_subquery()
+    )
+    values: dict[str, Any] = {}
+    for name in _columns(messages, "ordinal"):  # a new column fails here until it has a name
+        values[name] = (
+            parent_ordinal if name == "parent_ordinal" else bindparam(MESSAGE_PARAMS[name])
+        )
+    return _compile(insert(messages).values(values))
+
+
+_SESSION_COLUMNS = (
     "id",
     "project_dir",
+    "created_at",
+    "updated_at",
     "title",
     "agent",
     "active_leaf_id",
     "parent_session_id",
-    "created_at",
-    "updated_at",
-]
-_RUN_KEYS = ["id", "session_id", "status", "model", "reason", "started_at", "finished_at"]
-_EVENT_KEYS = ["run_id", "session_id", "seq", "type", "payload", "at"]
+)
+"""The order `sql.session_info` reads."""
+_RUN_COLUMNS = ("id", "session_id", "started_at", "status", "finished_at", "reason", "model")
+"""The order `sql.run_info` reads."""
+_ARTIFACT_COLUMNS = ("id", "session_id", "filename", "size", "sha256", "preview")
+"""The order `sql.artifact_info` reads."""
 
 
-def session_row(session: SessionInfo, updated_at: float) -> dict[str, Any]:
+def _select(table: Table, names: tuple[str, ...]) -> Select[Any]:
+    return select(*(table.c[n] for n in names))
+
+
+def compiled_statements() -> dict[str, str]:
+    """The statements of `sql.py`, by name, as SQLAlchemy compiles them from the tables above.
+
+    Inserts carry every column (but the autoincrement keys), so adding a column changes them.
+    """
+    sid: BindParameter[str] = bindparam("sid")
     return {
-        "id": session.id,
-        "project_dir": session.project_dir,
-        "title": session.title,
-        "agent": session.agent,
-        "active_leaf_id": session.active_leaf_id,
-        "parent_session_id": session.parent_session_id,
-        "created_at": session.created_at,
-        "updated_at": updated_at,
+        "UPSERT_SESSION": _upsert(
+            sessions, keep=("project_dir", "parent_session_id", "created_at")
+        ),
+        "UPSERT_RUN": _upsert(runs, keep=("session_id", "started_at")),
+        "INSERT_MESSAGE": _insert_message(),
+        "INSERT_EVENT": _insert(events, "id"),
+        "INSERT_ARTIFACT": _insert(artifacts),
+        "GET_SESSION": _compile(_select(sessions, _SESSION_COLUMNS).where(sessions.c.id == sid)),
+        "LIST_SESSIONS": _compile(
+            _select(sessions, _SESSION_COLUMNS)
+            .order_by(sessions.c.updated_at.desc(), literal_column("sessions.rowid").desc())
+            .limit(bindparam("limit"))
+            .offset(literal_column("0"))  # else SQLite's compiler adds OFFSET with a bound 0
+        ),
+        "ALL_MESSAGES": _compile(
+            select(messages.c.content)
+            .where(messages.c.session_id == sid)
+            .order_by(messages.c.ordinal)
+        ),
+        "LIST_RUNS": _compile(
+            _select(runs, _RUN_COLUMNS)
+            .where(runs.c.session_id == sid)
+            .order_by(runs.c.started_at, literal_column("runs.rowid"))
+        ),
+        "RUN_EVENTS": _compile(
+            select(events.c.payload)
+            .where(events.c.run_id == bindparam("rid"))
+            .order_by(events.c.seq)
+        ),
+        "GET_ARTIFACT": _compile(
+            _select(artifacts, _ARTIFACT_COLUMNS).where(
+                artifacts.c.id == bindparam("aid"), artifacts.c.session_id == sid
+            )
+        ),
     }
-
-
-def run_row(run: RunInfo) -> dict[str, Any]:
-    return {
-        "id": run.id,
-        "session_id": run.session_id,
-        "status": run.status,
-        "model": run.model,
-        "reason": run.reason,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-    }
-
-
-def message_rows(session_id: str, batch: list[Message], at: float) -> list[dict[str, Any]]:
-    """Parameters of `Statements.insert_messages`; the caller has checked that ids are set."""
-    return [
-        {
-            "m_id": m.id,
-            "m_sid": session_id,
-            "m_pid": m.parent_id,
-            "m_role": m.role,
-            "m_kind": m.kind,
-            "m_content": m.model_dump_json(),
-            "m_at": at,
-        }
-        for m in batch
-    ]
-
-
-def event_rows(batch: list[RunEvent]) -> list[dict[str, Any]]:
-    return [
-        {
-            "run_id": e.run_id,
-            "session_id": e.session_id,
-            "seq": e.seq,
-            "type": e.type,
-            "payload": e.model_dump_json(),
-            "at": e.at,
-        }
-        for e in batch
-    ]
-
-
-# --- reads ---------------------------------------------------------------------------------------
-
-PATH_SQL = """
-WITH RECURSIVE path(n, parent_ordinal, content) AS (
-    SELECT 1, m.parent_ordinal, m.content
-    FROM messages AS m
-    WHERE m.session_id = :sid
-      AND m.id = (SELECT s.active_leaf_id FROM sessions AS s WHERE s.id = :sid)
-    UNION ALL
-    SELECT p.n + 1, m.parent_ordinal, m.content
-    FROM path AS p JOIN messages AS m ON m.ordinal = p.parent_ordinal
-    WHERE p.n < :limit
-)
-SELECT n, content FROM path
-"""
-"""The active path, leaf first (`n` = 1 for the leaf), at most `:limit` messages."""
-
-PATH_TO_SQL = PATH_SQL.replace(
-    "AND m.id = (SELECT s.active_leaf_id FROM sessions AS s WHERE s.id = :sid)", "AND m.id = :mid"
-)
-"""The path from the root to message `:mid`, leaf first, at most `:limit` messages."""
-
-_SESSION_COLUMNS = (
-    sessions.c.id,
-    sessions.c.project_dir,
-    sessions.c.created_at,
-    sessions.c.updated_at,
-    sessions.c.title,
-    sessions.c.agent,
-    sessions.c.active_leaf_id,
-    sessions.c.parent_session_id,
-)
-_RUN_COLUMNS = (
-    runs.c.id,
-    runs.c.session_id,
-    runs.c.started_at,
-    runs.c.status,
-    runs.c.finished_at,
-    runs.c.reason,
-    runs.c.model,
-)
-
-
-def session_info(r: Sequence[Any]) -> SessionInfo:
-    return SessionInfo(
-        id=r[0],
-        project_dir=r[1],
-        created_at=r[2],
-        updated_at=r[3],
-        title=r[4],
-        agent=r[5],
-        active_leaf_id=r[6],
-        parent_session_id=r[7],
-    )
-
-
-def run_info(r: Sequence[Any]) -> RunInfo:
-    return RunInfo(
-        id=r[0],
-        session_id=r[1],
-        started_at=r[2],
-        status=cast(RunStatus, r[3]),
-        finished_at=r[4],
-        reason=r[5],
-        model=r[6],
-    )

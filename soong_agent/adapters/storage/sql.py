@@ -1,0 +1,243 @@
+"""The SQL the SQLite stores run, as text, and the rows it reads and writes (no SQLAlchemy).
+
+The statements below are pinned copies of what SQLAlchemy compiles from the sqlmodel tables of
+`tables.py` (`tables.compiled_statements()`, same names); `tests/integration/
+test_storage_sql_pinned.py` fails when they drift apart, so a change to a table starts there.
+They run on a plain `sqlite3` connection with named parameters: importing sqlalchemy/sqlmodel
+(~0.3 s) is left to the rare database that has to be created. `PATH_SQL` and `PATH_TO_SQL`, the
+recursive walks of the active path, are written by hand (the same test runs them against a
+schema created by `tables.create_schema`).
+
+Inserts take every column, so each parameter row below carries every column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from soong_agent.ports.artifacts import ArtifactInfo
+from soong_agent.ports.events import RunEvent, RunStatus
+from soong_agent.ports.messages import Message
+from soong_agent.ports.storage import RunInfo, SessionInfo
+
+SCHEMA_VERSION = 1
+"""Stored in `PRAGMA user_version` once the schema of `tables.py` has been created. It lives here
+(re-exported by `tables`) so that opening a current database needs no sqlmodel import."""
+
+# --- writes --------------------------------------------------------------------------------------
+
+UPSERT_SESSION = (
+    "INSERT INTO sessions (id, project_dir, title, agent, active_leaf_id, parent_session_id,"
+    " created_at, updated_at) VALUES (:id, :project_dir, :title, :agent, :active_leaf_id,"
+    " :parent_session_id, :created_at, :updated_at) ON CONFLICT (id) DO UPDATE SET"
+    " title = excluded.title, agent = excluded.agent, active_leaf_id = excluded.active_leaf_id,"
+    " updated_at = excluded.updated_at"
+)
+UPSERT_RUN = (
+    "INSERT INTO runs (id, session_id, status, model, reason, started_at, finished_at)"
+    " VALUES (:id, :session_id, :status, :model, :reason, :started_at, :finished_at)"
+    " ON CONFLICT (id) DO UPDATE SET status = excluded.status, model = excluded.model,"
+    " reason = excluded.reason, finished_at = excluded.finished_at"
+)
+INSERT_MESSAGE = (
+    "INSERT INTO messages (id, session_id, parent_id, parent_ordinal, role, kind, content,"
+    " created_at) VALUES (:m_id, :m_sid, :m_pid, (SELECT parent.ordinal \n"
+    "FROM messages AS parent \n"
+    "WHERE parent.session_id = :m_sid AND parent.id = :m_pid), :m_role, :m_kind, :m_content,"
+    " :m_at)"
+)
+"""`parent_ordinal` is looked up as each row is inserted: a parent earlier in the batch counts."""
+INSERT_EVENT = (
+    "INSERT INTO events (run_id, session_id, seq, type, payload, at)"
+    " VALUES (:run_id, :session_id, :seq, :type, :payload, :at)"
+)
+INSERT_ARTIFACT = (
+    "INSERT INTO artifacts (id, session_id, run_id, filename, size, sha256, preview, created_at)"
+    " VALUES (:id, :session_id, :run_id, :filename, :size, :sha256, :preview, :created_at)"
+)
+
+# --- reads ---------------------------------------------------------------------------------------
+
+_SESSION_SELECT = (
+    "SELECT sessions.id, sessions.project_dir, sessions.created_at, sessions.updated_at,"
+    " sessions.title, sessions.agent, sessions.active_leaf_id, sessions.parent_session_id \n"
+    "FROM sessions"
+)
+GET_SESSION = _SESSION_SELECT + " \nWHERE sessions.id = :sid"
+LIST_SESSIONS = (
+    _SESSION_SELECT
+    + " ORDER BY sessions.updated_at DESC, sessions.rowid DESC\n LIMIT :limit OFFSET 0"
+)
+ALL_MESSAGES = (
+    "SELECT messages.content \n"
+    "FROM messages \n"
+    "WHERE messages.session_id = :sid ORDER BY messages.ordinal"
+)
+LIST_RUNS = (
+    "SELECT runs.id, runs.session_id, runs.started_at, runs.status, runs.finished_at,"
+    " runs.reason, runs.model \n"
+    "FROM runs \n"
+    "WHERE runs.session_id = :sid ORDER BY runs.started_at, runs.rowid"
+)
+RUN_EVENTS = "SELECT events.payload \nFROM events \nWHERE events.run_id = :rid ORDER BY events.seq"
+GET_ARTIFACT = (
+    "SELECT artifacts.id, artifacts.session_id, artifacts.filename, artifacts.size,"
+    " artifacts.sha256, artifacts.preview \n"
+    "FROM artifacts \n"
+    "WHERE artifacts.id = :aid AND artifacts.session_id = :sid"
+)
+
+PINNED = (
+    "UPSERT_SESSION",
+    "UPSERT_RUN",
+    "INSERT_MESSAGE",
+    "INSERT_EVENT",
+    "INSERT_ARTIFACT",
+    "GET_SESSION",
+    "LIST_SESSIONS",
+    "ALL_MESSAGES",
+    "LIST_RUNS",
+    "RUN_EVENTS",
+    "GET_ARTIFACT",
+)
+"""The names of the statements above that must equal `tables.compiled_statements()`."""
+
+PATH_SQL = """
+WITH RECURSIVE path(parent_ordinal, content) AS (
+    SELECT m.parent_ordinal, m.content
+    FROM messages AS m
+    WHERE m.session_id = :sid
+      AND m.id = (SELECT s.active_leaf_id FROM sessions AS s WHERE s.id = :sid)
+    UNION ALL
+    SELECT m.parent_ordinal, m.content
+    FROM path AS p JOIN messages AS m ON m.ordinal = p.parent_ordinal
+    LIMIT :limit
+)
+SELECT content FROM path
+"""
+"""The active path, leaf first, at most `:limit` messages (a negative limit: all of them).
+
+The leaf is found through the (session_id, id) unique index and each step is one rowid lookup.
+The rows come out leaf first without an ORDER BY (which would cost a sort): every message has
+one parent, so each step adds exactly one row and the queue of the recursion never holds more
+than one, whatever order SQLite would extract a longer queue in. `LIMIT` in a recursive CTE
+bounds the rows ever added (documented), so the walk stops there.
+"""
+
+PATH_TO_SQL = PATH_SQL.replace(
+    "AND m.id = (SELECT s.active_leaf_id FROM sessions AS s WHERE s.id = :sid)", "AND m.id = :mid"
+)
+"""The path from the root to message `:mid`, leaf first, at most `:limit` messages."""
+
+
+# --- parameter rows ------------------------------------------------------------------------------
+
+
+def session_row(session: SessionInfo, updated_at: float) -> dict[str, Any]:
+    """Parameters of `UPSERT_SESSION`."""
+    return {
+        "id": session.id,
+        "project_dir": session.project_dir,
+        "title": session.title,
+        "agent": session.agent,
+        "active_leaf_id": session.active_leaf_id,
+        "parent_session_id": session.parent_session_id,
+        "created_at": session.created_at,
+        "updated_at": updated_at,
+    }
+
+
+def run_row(run: RunInfo) -> dict[str, Any]:
+    """Parameters of `UPSERT_RUN`."""
+    return {
+        "id": run.id,
+        "session_id": run.session_id,
+        "status": run.status,
+        "model": run.model,
+        "reason": run.reason,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+    }
+
+
+def message_rows(session_id: str, batch: list[Message], at: float) -> list[dict[str, Any]]:
+    """Parameters of `INSERT_MESSAGE`; the caller has checked that ids are set."""
+    return [
+        {
+            "m_id": m.id,
+            "m_sid": session_id,
+            "m_pid": m.parent_id,
+            "m_role": m.role,
+            "m_kind": m.kind,
+            "m_content": m.model_dump_json(),
+            "m_at": at,
+        }
+        for m in batch
+    ]
+
+
+def event_rows(batch: list[RunEvent]) -> list[dict[str, Any]]:
+    """Parameters of `INSERT_EVENT`."""
+    return [
+        {
+            "run_id": e.run_id,
+            "session_id": e.session_id,
+            "seq": e.seq,
+            "type": e.type,
+            "payload": e.model_dump_json(),
+            "at": e.at,
+        }
+        for e in batch
+    ]
+
+
+def artifact_row(info: ArtifactInfo, run_id: str | None, created_at: float) -> dict[str, Any]:
+    """Parameters of `INSERT_ARTIFACT`."""
+    return {
+        "id": info.id,
+        "session_id": info.session_id,
+        "run_id": run_id,
+        "filename": info.filename,
+        "size": info.size,
+        "sha256": info.sha256,
+        "preview": info.preview,
+        "created_at": created_at,
+    }
+
+
+# --- rows read -----------------------------------------------------------------------------------
+
+
+def session_info(r: Sequence[Any]) -> SessionInfo:
+    """A row of `GET_SESSION` / `LIST_SESSIONS`."""
+    return SessionInfo(
+        id=r[0],
+        project_dir=r[1],
+        created_at=r[2],
+        updated_at=r[3],
+        title=r[4],
+        agent=r[5],
+        active_leaf_id=r[6],
+        parent_session_id=r[7],
+    )
+
+
+def run_info(r: Sequence[Any]) -> RunInfo:
+    """A row of `LIST_RUNS`."""
+    return RunInfo(
+        id=r[0],
+        session_id=r[1],
+        started_at=r[2],
+        status=cast(RunStatus, r[3]),
+        finished_at=r[4],
+        reason=r[5],
+        model=r[6],
+    )
+
+
+def artifact_info(r: Sequence[Any]) -> ArtifactInfo:
+    """A row of `GET_ARTIFACT`."""
+    return ArtifactInfo(
+        id=r[0], session_id=r[1], filename=r[2], size=r[3], sha256=r[4], preview=r[5]
+    )
