@@ -1,21 +1,35 @@
-"""What the HTTP streaming providers share: identity, connection settings, retry, fast JSON."""
+"""The shell every HTTP streaming provider shares, written once: `HttpStreamProvider.stream`.
+
+A provider supplies only what differs: its endpoint, request body and headers, how its
+streaming body is framed (`StreamFormat`), a per-attempt `PayloadParser` that turns payloads
+into events and knows when the answer is complete, and its error hooks.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, aclosing
+from dataclasses import dataclass
 from json.scanner import make_scanner
-from typing import Any
+from typing import Any, ClassVar, NotRequired, Protocol, TypedDict
 
 import httpx
 
-from soong_agent.adapters.providers.http_errors import ErrorContext, error_from_response
+from soong_agent.adapters.providers.http_errors import (
+    ErrorContext,
+    error_from_chunk,
+    error_from_httpx,
+    error_from_response,
+)
 from soong_agent.adapters.providers.retry import RetryPolicy
+from soong_agent.adapters.providers.sse import payload_batches
 from soong_agent.ports.errors import ProviderError
-from soong_agent.ports.streaming import RetryScheduled
+from soong_agent.ports.model import ModelRequest
+from soong_agent.ports.streaming import RetryScheduled, StreamEvent
 
 loads = json.loads
 # The C scanner behind json.loads, called directly in the hot loops: it skips two Python frames
@@ -24,9 +38,88 @@ loads = json.loads
 scan: Callable[[str, int], tuple[Any, int]]
 scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
+UNREACHABLE_RETRY_S = 0.25
+"""The wait before the one retry of a refused connection."""
 
-class HttpStreamProvider:
-    """Base of the providers that stream one HTTP response per model call."""
+DRAIN_TIMEOUT_S = 0.25
+
+
+# --- what a provider supplies ----------------------------------------------------------------
+
+
+class PayloadParser(Protocol):
+    """One attempt's reading of a response body: payloads in, events out.
+
+    It appends the events to the list it was made with; the template hands them on after
+    each batch (a whole batch per call keeps the per-payload loop free of virtual calls).
+    """
+
+    def feed(self, batch: list[str]) -> bool:
+        """Turn a batch of payloads into events; True once the end marker came (what
+        follows it is ignored). A `ProviderError` ends the attempt; the events appended
+        before it still reach the caller."""
+        ...
+
+    def finish(self, ended: bool) -> None:
+        """Append the events that close the answer, or raise `ProviderError` when the body
+        ended short of a complete one (`ended`: the end marker came)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFormat:
+    """How a streaming body is asked for, told apart from a non-stream answer, and split."""
+
+    accept: str
+    """The content type asked for."""
+    description: str
+    """What was expected, for the error about an answer that is not a stream."""
+    not_streams: tuple[str, ...]
+    """Content types of answers that are not a stream (an error object is looked for)."""
+    split: Callable[[httpx.Response], AsyncGenerator[list[str], None]]
+    """The payloads of the body, in batches."""
+
+
+def sse_payloads(response: httpx.Response) -> AsyncGenerator[list[str], None]:
+    """The `data` payloads of an event-stream body, one batch per byte piece."""
+    return payload_batches(response.aiter_bytes())
+
+
+SSE = StreamFormat(
+    accept="text/event-stream",
+    description="an event stream",
+    not_streams=("application/json", "text/html"),
+    split=sse_payloads,
+)
+
+
+class HttpProviderArgs(TypedDict):
+    """The constructor keywords of `HttpStreamProvider`, for subclasses that add their own."""
+
+    client: httpx.AsyncClient
+    base_url: str
+    model: str
+    api_key: Callable[[], str | None]
+    retry: RetryPolicy
+    timeout_s: float
+    provider: NotRequired[str | None]
+    sleep: NotRequired[Callable[[float], Awaitable[None]]]
+    rand: NotRequired[Callable[[], float]]
+
+
+# --- the template ----------------------------------------------------------------------------
+
+
+class HttpStreamProvider(ABC):
+    """Base of the providers that stream one HTTP response per model call.
+
+    `stream` is the whole exchange (attempts, request, status check, payload loop, drain,
+    error mapping, retry notices); subclasses fill in the hooks below it.
+    """
+
+    provider_name: ClassVar[str]
+    """The provider's name in labels and errors when the constructor is given none."""
+    stream_format: ClassVar[StreamFormat] = SSE
 
     def __init__(
         self,
@@ -37,7 +130,7 @@ class HttpStreamProvider:
         api_key: Callable[[], str | None],
         retry: RetryPolicy,
         timeout_s: float,
-        provider: str,
+        provider: str | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -46,9 +139,10 @@ class HttpStreamProvider:
         self._model = model
         self._api_key = api_key
         self._retry = retry
+        self._timeout_s = timeout_s
         self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
-        self._provider = provider
-        self._url = self._base_url  # subclasses append their endpoint
+        self._provider = provider or self.provider_name
+        self._url = self._base_url + self._endpoint()
         self._sleep = sleep
         self._rand = rand
 
@@ -64,16 +158,100 @@ class HttpStreamProvider:
     def base_url(self) -> str:
         return self._base_url
 
-    def _prepare(
-        self, body: dict[str, Any], headers: dict[str, str], *, key_header: str = "authorization"
-    ) -> tuple[bytes, dict[str, str], ErrorContext]:
-        """The encoded body, the headers with the key (read now, at first use) and the error
-        context that scrubs that key from messages."""
-        key = self._api_key()
-        if key:
-            headers[key_header] = f"Bearer {key}" if key_header == "authorization" else key
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Send `request` and yield its events; the last one is `StreamFinished`.
+
+        Transient failures are retried per the policy, but only while nothing has been
+        yielded yet: once the caller has seen an event, a failure is raised at once. Before
+        each retry a `RetryScheduled` notice is yielded (it is not part of the answer).
+        """
+        # One generator on purpose: every event passes through it, and another async
+        # generator layer per attempt would cost each event a second hop.
+        content = json.dumps(self._body(request), ensure_ascii=False).encode()
+        key = self._api_key()  # read at first use; the context scrubs it from messages
+        headers = self._headers(key)
         ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
-        return json.dumps(body, ensure_ascii=False).encode(), headers, ctx
+        split = self.stream_format.split
+
+        attempt = 0
+        yielded = False
+        while True:
+            attempt += 1
+            try:
+                try:
+                    async with (
+                        self._post(content, headers) as response,
+                        aclosing(split(response)) as batches,
+                    ):
+                        await self._check_response(response, ctx)
+                        events: list[StreamEvent] = []
+                        parser = self._parser(ctx, events)
+                        feed = parser.feed
+                        ended = False
+                        failure: ProviderError | None = None
+                        async for batch in batches:
+                            try:
+                                ended = feed(batch)
+                            except ProviderError as exc:
+                                failure = exc  # raised once what came before it is handed on
+                            if events:
+                                yielded = True
+                                for event in events:
+                                    yield event
+                                events.clear()
+                            if failure is not None:
+                                raise failure
+                            if ended:
+                                break
+                        if ended:
+                            await drain(batches)
+                        parser.finish(ended)
+                        yielded = True
+                        for event in events:
+                            yield event
+                        return
+                except httpx.HTTPError as exc:
+                    raise self._transport_error(ctx, exc) from exc
+            except ProviderError as err:
+                notice = self._plan_retry(attempt, err, yielded=yielded)
+                yield notice
+                await self._sleep(notice.delay_s)
+
+    # --- the hooks ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def _endpoint(self) -> str:
+        """The path POSTed to, after `base_url`."""
+
+    @abstractmethod
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body of the streaming request."""
+
+    @abstractmethod
+    def _parser(self, ctx: ErrorContext, out: list[StreamEvent]) -> PayloadParser:
+        """A fresh parser for one attempt, appending its events to `out`."""
+
+    def _headers(self, key: str | None) -> dict[str, str]:
+        """The request headers, with the key (when there is one)."""
+        headers = {"content-type": "application/json", "accept": self.stream_format.accept}
+        headers.update(bearer(key))
+        return headers
+
+    def _error_in_body(self, ctx: ErrorContext, error: Any) -> ProviderError:
+        """The error of an `error` object in a 200 answer that is not a stream."""
+        return error_from_chunk(ctx, error)
+
+    def _transport_error(self, ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
+        """The error of an exception httpx raised while connecting or reading."""
+        return error_from_httpx(ctx, exc)
+
+    def _not_found_hint(self, detail: str) -> str:
+        """What to check when the endpoint answered 404; each provider says what is likely."""
+        if "model" in detail.lower():
+            return f"is [model].name {self._model!r} a model this server has?"
+        return f"POST {self._url} does not exist; check [model].base_url"
+
+    # --- the shell's parts -------------------------------------------------------------------
 
     def _post(
         self, content: bytes, headers: dict[str, str]
@@ -82,6 +260,29 @@ class HttpStreamProvider:
         return self._client.stream(
             "POST", self._url, content=content, headers=headers, timeout=self._timeout
         )
+
+    async def _check_response(self, response: httpx.Response, ctx: ErrorContext) -> None:
+        """Raise the classified error of a failed response, or of one that is not a stream
+        (an `error` object in such a body is classified by `_error_in_body`)."""
+        status = response.status_code
+        if status >= 400:
+            body = await response.aread()
+            raise error_from_response(ctx, status, response.headers, body)
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type.startswith(self.stream_format.not_streams):
+            body = await response.aread()
+            try:
+                parsed = json.loads(body)
+            except ValueError:
+                parsed = None
+            if isinstance(parsed, dict) and parsed.get("error"):
+                raise self._error_in_body(ctx, parsed["error"])
+            raise ctx.error(
+                "protocol",
+                f"expected {self.stream_format.description}, got {content_type}: "
+                + body[:200].decode("utf-8", "replace"),
+                status=status,
+            )
 
     def _plan_retry(self, attempt: int, error: ProviderError, *, yielded: bool) -> RetryScheduled:
         """The retry after failed attempt number `attempt`, or raise `error` (explained) when
@@ -108,7 +309,7 @@ class HttpStreamProvider:
         )
 
     def _explain_not_found(self, error: ProviderError) -> ProviderError:
-        """A 404 with the likely fix added (`not_found_hint`)."""
+        """A 404 with the likely fix added (`_not_found_hint`)."""
         hint = self._not_found_hint(error.detail)
         if not hint:
             return error
@@ -120,18 +321,19 @@ class HttpStreamProvider:
             status=error.status,
         )
 
-    def _not_found_hint(self, detail: str) -> str:
-        """What to check when the endpoint answered 404; each provider says what is likely."""
-        if "model" in detail.lower():
-            return f"is [model].name {self._model!r} a model this server has?"
-        return f"POST {self._url} does not exist; check [model].base_url"
+
+# --- helpers ---------------------------------------------------------------------------------
 
 
-UNREACHABLE_RETRY_S = 0.25
-"""The wait before the one retry of a refused connection."""
+def bearer(key: str | None) -> dict[str, str]:
+    """The `authorization` header of `key`; none without a key."""
+    return {"authorization": f"Bearer {key}"} if key else {}
 
 
-DRAIN_TIMEOUT_S = 0.25
+def malformed(ctx: ErrorContext, what: str, payload: str, why: str = "") -> ProviderError:
+    """The protocol error of a payload that is not what the format promises."""
+    reason = f" ({why})" if why else ""
+    return ctx.error("protocol", f"malformed {what}{reason}: " + payload[:200])
 
 
 async def drain(batches: AsyncIterator[list[str]]) -> None:
@@ -143,33 +345,3 @@ async def drain(batches: AsyncIterator[list[str]]) -> None:
                 pass
     except (TimeoutError, httpx.HTTPError):
         pass  # the answer is complete; only connection reuse is lost
-
-
-async def check_event_stream(
-    response: httpx.Response,
-    ctx: ErrorContext,
-    *,
-    error_in_body: Callable[[ErrorContext, Any], ProviderError],
-    not_streams: tuple[str, ...] = ("application/json", "text/html"),
-) -> None:
-    """Raise the classified error of a failed response, or of one that is not an event
-    stream (an `error` object in such a body is classified by `error_in_body`)."""
-    status = response.status_code
-    if status >= 400:
-        body = await response.aread()
-        raise error_from_response(ctx, status, response.headers, body)
-    content_type = response.headers.get("content-type", "").lower()
-    if content_type.startswith(not_streams):
-        body = await response.aread()
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict) and parsed.get("error"):
-            raise error_in_body(ctx, parsed["error"])
-        raise ctx.error(
-            "protocol",
-            f"expected an event stream, got {content_type}: "
-            + body[:200].decode("utf-8", "replace"),
-            status=status,
-        )

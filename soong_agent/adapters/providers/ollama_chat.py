@@ -6,21 +6,20 @@ to start it.
 
 from __future__ import annotations
 
-import asyncio
-import random
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
 
-from soong_agent.adapters.providers.base import HttpStreamProvider, drain, loads, scan
-from soong_agent.adapters.providers.http_errors import (
-    ErrorContext,
-    connection_refused,
-    error_from_httpx,
-    error_from_response,
+from soong_agent.adapters.providers.base import (
+    HttpStreamProvider,
+    StreamFormat,
+    bearer,
+    loads,
+    malformed,
+    scan,
 )
+from soong_agent.adapters.providers.http_errors import ErrorContext, connection_refused
 from soong_agent.adapters.providers.ollama_wire import (
     ToolCalls,
     build_body,
@@ -29,7 +28,6 @@ from soong_agent.adapters.providers.ollama_wire import (
     parse_usage,
     stop_reason,
 )
-from soong_agent.adapters.providers.retry import RetryPolicy
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import (
@@ -41,178 +39,6 @@ from soong_agent.ports.streaming import (
 )
 
 _HEALTH_TIMEOUT_S = 5.0
-
-
-class OllamaChatProvider(HttpStreamProvider):
-    """`ModelProvider` for a local (or gateway-fronted) Ollama server's `/api/chat`."""
-
-    def __init__(
-        self,
-        *,
-        client: httpx.AsyncClient,
-        base_url: str,
-        model: str,
-        api_key: Callable[[], str | None],
-        retry: RetryPolicy,
-        timeout_s: float,
-        provider: str = "ollama",
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-        rand: Callable[[], float] = random.random,
-    ) -> None:
-        super().__init__(
-            client=client,
-            base_url=base_url,
-            model=model,
-            api_key=api_key,
-            retry=retry,
-            timeout_s=timeout_s,
-            provider=provider,
-            sleep=sleep,
-            rand=rand,
-        )
-        self._url = self._base_url + "/api/chat"
-        self._health_timeout = httpx.Timeout(min(_HEALTH_TIMEOUT_S, timeout_s))
-
-    async def health(self) -> bool:
-        """Whether an Ollama server answers at `base_url` (`GET /` gives 200). Never raises
-        for network trouble; the key, when one is configured, is sent as for a chat."""
-        key = self._api_key()
-        headers = {"authorization": f"Bearer {key}"} if key else {}
-        try:
-            response = await self._client.get(
-                self._base_url + "/", headers=headers, timeout=self._health_timeout
-            )
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Send `request` and yield its events; the last one is `StreamFinished`.
-
-        Transient failures are retried per the policy, but only while nothing has been
-        yielded yet: once the caller has seen an event, a failure is raised at once.
-        """
-        content, headers, ctx = self._prepare(
-            build_body(self._model, request),
-            {"content-type": "application/json", "accept": "application/x-ndjson"},
-        )
-
-        attempt = 0
-        yielded = False
-        while True:
-            attempt += 1
-            try:
-                try:
-                    async with (
-                        self._post(content, headers) as response,
-                        aclosing(_line_batches(response)) as batches,
-                    ):
-                        await _check_status(response, ctx)
-                        # --- the hot loop: one scan and a few lookups per line ---
-                        calls = ToolCalls()
-                        final: dict[str, Any] | None = None
-                        async for batch in batches:
-                            for line in batch:
-                                try:
-                                    obj, end = scan(line, 0)
-                                except (StopIteration, ValueError):
-                                    end = -1
-                                if end != len(line):
-                                    if not line.strip():
-                                        continue
-                                    try:
-                                        obj = loads(line)
-                                    except ValueError as exc:
-                                        raise _malformed(ctx, line) from exc
-                                if type(obj) is not dict:
-                                    raise _malformed(ctx, line)
-                                error = obj.get("error")
-                                if error:
-                                    raise _stream_error(ctx, error)
-                                message = obj.get("message")
-                                if message:
-                                    if type(message) is not dict:
-                                        raise _malformed(ctx, line)
-                                    text = message.get("content")
-                                    if text and type(text) is str:
-                                        yielded = True
-                                        yield TextDelta(text)
-                                    thinking = message.get("thinking")
-                                    if thinking and type(thinking) is str:
-                                        yielded = True
-                                        yield ThinkingDelta(thinking)
-                                    raw_calls = message.get("tool_calls")
-                                    if raw_calls:
-                                        try:
-                                            ready = calls.take(raw_calls)
-                                        except ValueError as exc:
-                                            raise _malformed(ctx, line, str(exc)) from exc
-                                        for event in ready:
-                                            yielded = True
-                                            yield event
-                                if obj.get("done") is True:
-                                    final = obj
-                                    break
-                            if final is not None:
-                                break
-                        if final is None:
-                            raise ctx.error(
-                                "transport", "stream ended before the final line (done: true)"
-                            )
-                        await drain(batches)
-                        usage = parse_usage(final)
-                        if usage is not None:
-                            yielded = True
-                            yield UsageReported(usage)
-                        yielded = True
-                        yield StreamFinished(
-                            stop_reason(final.get("done_reason"), had_calls=bool(calls))
-                        )
-                        return
-                except httpx.HTTPError as exc:
-                    raise self._transport_error(ctx, exc) from exc
-            except ProviderError as err:
-                retry = self._plan_retry(attempt, err, yielded=yielded)
-                yield retry
-                await self._sleep(retry.delay_s)
-
-    def _transport_error(self, ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
-        if isinstance(exc, httpx.ConnectError) and connection_refused(exc):
-            return ctx.error(
-                "transport",
-                f"Ollama is not running at {self._base_url} (connection refused); "
-                "start it with `ollama serve`",
-                unreachable=True,
-            )
-        return error_from_httpx(ctx, exc)
-
-    def _not_found_hint(self, detail: str) -> str:
-        if "model" in detail.lower():
-            return f"pull it first: `ollama pull {self._model}`"
-        # not Ollama's "model … not found": most likely base_url points elsewhere
-        return (
-            f"POST {self._url}; is base_url the Ollama server root, such as http://127.0.0.1:11434?"
-        )
-
-
-# --- helpers of the exchange -----------------------------------------------------------------
-
-
-async def _check_status(response: httpx.Response, ctx: ErrorContext) -> None:
-    """Raise the classified error of a failed response, or of one that is not a stream."""
-    status = response.status_code
-    if status >= 400:
-        body = await response.aread()
-        raise error_from_response(ctx, status, response.headers, body)
-    content_type = response.headers.get("content-type", "").lower()
-    if content_type.startswith("text/html"):
-        body = await response.aread()
-        raise ctx.error(
-            "protocol",
-            f"expected an NDJSON stream, got {content_type}: "
-            + body[:200].decode("utf-8", "replace"),
-            status=status,
-        )
 
 
 async def _line_batches(response: httpx.Response) -> AsyncGenerator[list[str], None]:
@@ -247,9 +73,125 @@ async def _line_batches(response: httpx.Response) -> AsyncGenerator[list[str], N
         yield [tail.decode("utf-8", "replace")]
 
 
-def _malformed(ctx: ErrorContext, line: str, why: str = "") -> ProviderError:
-    reason = f" ({why})" if why else ""
-    return ctx.error("protocol", f"malformed line{reason}: " + line[:200])
+NDJSON = StreamFormat(
+    accept="application/x-ndjson",
+    description="an NDJSON stream",
+    not_streams=("text/html",),  # a plain JSON answer is read as a one-line stream
+    split=_line_batches,
+)
+
+
+class OllamaChatProvider(HttpStreamProvider):
+    """`ModelProvider` for a local (or gateway-fronted) Ollama server's `/api/chat`."""
+
+    provider_name = "ollama"
+    stream_format = NDJSON
+
+    async def health(self) -> bool:
+        """Whether an Ollama server answers at `base_url` (`GET /` gives 200). Never raises
+        for network trouble; the key, when one is configured, is sent as for a chat."""
+        timeout = httpx.Timeout(min(_HEALTH_TIMEOUT_S, self._timeout_s))
+        try:
+            response = await self._client.get(
+                self._base_url + "/", headers=bearer(self._api_key()), timeout=timeout
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def _endpoint(self) -> str:
+        return "/api/chat"
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        return build_body(self._model, request)
+
+    def _parser(self, ctx: ErrorContext, out: list[StreamEvent]) -> LineParser:
+        return LineParser(ctx, out)
+
+    def _error_in_body(self, ctx: ErrorContext, error: Any) -> ProviderError:
+        return _stream_error(ctx, error)
+
+    def _transport_error(self, ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
+        if isinstance(exc, httpx.ConnectError) and connection_refused(exc):
+            return ctx.error(
+                "transport",
+                f"Ollama is not running at {self._base_url} (connection refused); "
+                "start it with `ollama serve`",
+                unreachable=True,
+            )
+        return super()._transport_error(ctx, exc)
+
+    def _not_found_hint(self, detail: str) -> str:
+        if "model" in detail.lower():
+            return f"pull it first: `ollama pull {self._model}`"
+        # not Ollama's "model … not found": most likely base_url points elsewhere
+        return (
+            f"POST {self._url}; is base_url the Ollama server root, such as http://127.0.0.1:11434?"
+        )
+
+
+class LineParser:
+    """The lines of one `/api/chat` stream, up to the final one (`done: true`), as events."""
+
+    __slots__ = ("_calls", "_ctx", "_final", "_out")
+
+    def __init__(self, ctx: ErrorContext, out: list[StreamEvent]) -> None:
+        self._ctx = ctx
+        self._out = out
+        self._calls = ToolCalls()
+        self._final: dict[str, Any] = {}
+
+    def feed(self, batch: list[str]) -> bool:
+        # --- the hot loop: one scan and a few lookups per line ---
+        out = self._out
+        append = out.append
+        for line in batch:
+            try:
+                obj, end = scan(line, 0)
+            except (StopIteration, ValueError):
+                end = -1
+            if end != len(line):
+                if not line.strip():
+                    continue
+                try:
+                    obj = loads(line)
+                except ValueError as exc:
+                    raise malformed(self._ctx, "line", line) from exc
+            if type(obj) is not dict:
+                raise malformed(self._ctx, "line", line)
+            error = obj.get("error")
+            if error:
+                raise _stream_error(self._ctx, error)
+            message = obj.get("message")
+            if message:
+                if type(message) is not dict:
+                    raise malformed(self._ctx, "line", line)
+                text = message.get("content")
+                if text and type(text) is str:
+                    append(TextDelta(text))
+                thinking = message.get("thinking")
+                if thinking and type(thinking) is str:
+                    append(ThinkingDelta(thinking))
+                raw_calls = message.get("tool_calls")
+                if raw_calls:
+                    try:
+                        out += self._calls.take(raw_calls)
+                    except ValueError as exc:
+                        raise malformed(self._ctx, "line", line, str(exc)) from exc
+            if obj.get("done") is True:
+                self._final = obj
+                return True
+        return False
+
+    def finish(self, ended: bool) -> None:
+        if not ended:
+            raise self._ctx.error("transport", "stream ended before the final line (done: true)")
+        final = self._final
+        usage = parse_usage(final)
+        if usage is not None:
+            self._out.append(UsageReported(usage))
+        had_calls = bool(self._calls)
+        self._out.append(StreamFinished(stop_reason(final.get("done_reason"), had_calls=had_calls)))
 
 
 def _stream_error(ctx: ErrorContext, error: Any) -> ProviderError:
