@@ -2,166 +2,107 @@
 
 The order: the sandbox first (a command naming a sensitive or forbidden path is refused, whatever
 the rules say), then the domain's policy (deny rules, mode, allow rules, session grants), then
-the approver when the policy asks. Every decision is reported with its reason.
+the approver when the policy asks. The result is the approval port's `Decision`, reached once
+here and acted on as it is by the tool pipeline; every decision is reported with its reason.
 """
 
 from __future__ import annotations
 
-import glob as globlib
-import itertools
-import os
-import posixpath
-import re
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import assert_never
+
+from pydantic import BaseModel
 
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext
 from soong_agent.domain import permissions
 from soong_agent.domain.config.schema import PermissionsConfig
+from soong_agent.domain.permissions.shell import (
+    HARMLESS_WRITE_TARGETS,
+    path_arguments,
+    reaches_proc,
+    recursive_folders,
+)
 from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
 from soong_agent.ports.errors import SandboxViolation
 from soong_agent.ports.events import PermissionAsked, PermissionDecided
+from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import ToolCallBlock
 from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
 
-_GLOB_CHARS = frozenset("*?[")
+
+@dataclass(frozen=True, slots=True)
+class Ruling:
+    """The gate's answer for one call: the decision to act on, what the call does, and why."""
+
+    decision: Decision
+    summary: str
+    reason: str
 
 
-def target_of(args: Any, ctx: ToolContext) -> tuple[permissions.TargetKind | None, str | None]:
+def target_of(args: BaseModel, fs: FileSystem) -> tuple[permissions.TargetKind | None, str | None]:
     """What a call acts on, for path / command / URL rules: read from its arguments."""
-    fields = getattr(type(args), "model_fields", None) or {}  # no getattr misses: they raise
-    if "command" in fields and isinstance(args.command, str):
-        return "command", args.command
-    if "url" in fields and isinstance(args.url, str):
-        return "url", args.url
-    if "path" in fields and isinstance(args.path, str):
-        return "path", ctx.fs.display_path(args.path)
+    values = dict(args)
+    command, url, path = values.get("command"), values.get("url"), values.get("path")
+    if isinstance(command, str):
+        return "command", command
+    if isinstance(url, str):
+        return "url", url
+    if isinstance(path, str):
+        return "path", fs.display_path(path)
     return None, None
 
 
-def _path_like(word: str) -> str | None:
-    if word.startswith("-"):
-        _, eq, value = word.partition("=")
-        return _path_like(value) if eq and value else None
-    if "/" in word or word.startswith((".", "~")):
-        return word
+def _read_problem(fs: FileSystem, word: str) -> str | None:
+    for candidate in fs.expand_shell_word(word):  # a glob: what the shell would name
+        try:
+            fs.check_read(candidate)
+        except SandboxViolation as exc:
+            return str(exc)
+        except (OSError, ValueError):
+            continue  # a path that does not exist is not a leak
     return None
 
 
-_PROC = re.compile(r"(?:^|[\s=:(<>|;&`$])/+proc(?:/|\s|$)")
-_ALWAYS_RECURSIVE = frozenset({"rg", "ag", "ack", "tar", "zip", "7z", "bsdtar"})
-_RECURSIVE_WITH_FLAG = {
-    "grep": ("-r", "-R", "--recursive", "--dereference-recursive", "--directories=recurse"),
-    "egrep": ("-r", "-R", "--recursive"),
-    "fgrep": ("-r", "-R", "--recursive"),
-    "cp": ("-r", "-R", "-a", "--recursive", "--archive"),
-    "rsync": ("-r", "-a", "--recursive", "--archive"),
-    "scp": ("-r",),
-    "find": ("-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprintf"),
-}
-
-
-def _reads_recursively(words: Sequence[str | None]) -> bool:
-    name = posixpath.basename(words[0] or "")
-    if name in _ALWAYS_RECURSIVE:
-        return True
-    flags = _RECURSIVE_WITH_FLAG.get(name)
-    if flags is None:
-        return False
-    if name == "find" and any(w == "-maxdepth" and n == "0" for w, n in itertools.pairwise(words)):
-        return False  # only the start points themselves, which are checked as arguments
-    for word in words[1:]:
-        if word is None:
-            continue
-        if word in flags:
-            return True
-        short = word.startswith("-") and not word.startswith("--") and name != "find"
-        if short and any(f"-{letter}" in flags for letter in word[1:]):
-            return True
-    return False
-
-
-class _Checker:
-    """The path policy applied to one command line's words, redirections and globs."""
-
-    def __init__(self, ctx: ToolContext) -> None:
-        self._ctx = ctx
-        self._read = getattr(ctx.fs, "check_read", None)
-        self._below = getattr(ctx.fs, "sensitive_below", None)
-        self._home = str(Path.home())
-
-    def _expand(self, path: str) -> str:
-        return self._home + path[1:] if path.startswith("~") else path
-
-    def read(self, path: str) -> str | None:
-        if self._read is None:
-            return None
-        path = self._expand(path)
-        candidates = [path]
-        if _GLOB_CHARS & set(path):  # the shell expands it: check what it would name
-            base = path if path.startswith("/") else posixpath.join(self._ctx.fs.root, path)
-            candidates = globlib.glob(base, include_hidden=True)[:1000]
-        for candidate in candidates:
-            try:
-                self._read(candidate)
-            except SandboxViolation as exc:
-                return str(exc)
-            except (OSError, ValueError):
-                continue  # a path that does not exist is not a leak
+def _write_problem(fs: FileSystem, target: str) -> str | None:
+    if target in HARMLESS_WRITE_TARGETS:
         return None
-
-    def write(self, target: str) -> str | None:
-        if target in ("?", "/dev/null", "/dev/stdout", "/dev/stderr"):
-            return None
-        try:
-            self._ctx.fs.check_write(self._expand(target))
-        except SandboxViolation as exc:
-            return str(exc)
-        return None
-
-    def recursive(self, words: Sequence[str | None]) -> str | None:
-        if self._below is None or not _reads_recursively(words):
-            return None
-        folders = [w for w in words[1:] if w and not w.startswith("-")]
-        for folder in folders or ["."]:
-            path = self._expand(folder)
-            base = path if path.startswith("/") else posixpath.join(self._ctx.fs.root, path)
-            if not os.path.isdir(base):
-                continue
-            found = self._below(base)
-            if found is not None:
-                return (
-                    f"{words[0]} would read {folder} recursively, which holds the sensitive "
-                    f"{found}; search with the grep/glob tools, which skip sensitive files"
-                )
-        return None
+    try:
+        fs.check_write(target)
+    except SandboxViolation as exc:
+        return str(exc)
+    return None
 
 
-def sandbox_problem(analysis: ShellAnalysis, ctx: ToolContext, line: str = "") -> str | None:
+def _recursive_problem(fs: FileSystem, words: tuple[str | None, ...]) -> str | None:
+    for folder in recursive_folders(words):
+        found = fs.sensitive_below(folder)
+        if found is not None:
+            return (
+                f"{words[0]} would read {folder} recursively, which holds the sensitive "
+                f"{found}; search with the grep/glob tools, which skip sensitive files"
+            )
+    return None
+
+
+def sandbox_problem(analysis: ShellAnalysis, fs: FileSystem, line: str = "") -> str | None:
     """Why a command line breaks the path policy: a literal path argument or input redirection
     that may not be read (globs expanded), a redirection into a file that may not be written, a
     recursive read of a folder holding sensitive files, or a reference to /proc (which exposes
     the agent's own environment). None when it does not."""
-    if _PROC.search(line.replace('"', "").replace("'", "").replace("\\", "")):
+    if reaches_proc(line):
         return "commands may not reach /proc (it exposes the environment of running processes)"
-    check = _Checker(ctx)
     for command in analysis.commands:
-        for word in command.words[1:]:
-            path = _path_like(word) if word else None
-            problem = check.read(path) if path is not None else None
-            if problem is not None:
-                return problem
-        for source in command.reads_from:
-            problem = check.read(source) if source != "?" else None
+        reads = [*path_arguments(command.words), *(s for s in command.reads_from if s != "?")]
+        for path in reads:
+            problem = _read_problem(fs, path)
             if problem is not None:
                 return problem
         for target in command.writes_to:
-            problem = check.write(target)
+            problem = _write_problem(fs, target)
             if problem is not None:
                 return problem
-        problem = check.recursive(command.words)
+        problem = _recursive_problem(fs, command.words)
         if problem is not None:
             return problem
     return None
@@ -182,14 +123,18 @@ class PermissionGate:
         self._policy = policy
         self._grants = grants
         self._analyzer = analyzer
-        self._home = str(Path.home())
+
+    @property
+    def read_only_unasked(self) -> bool:
+        """Whether read-only calls run without asking (so a batch of them may run at once)."""
+        return self._policy.readonly_default == "allow"
 
     async def check(
-        self, call: ToolCallBlock, tool: Tool, args: Any, ctx: ToolContext, rec: RunRecorder
-    ) -> tuple[Decision, str, str]:
+        self, call: ToolCallBlock, tool: Tool, args: BaseModel, ctx: ToolContext, rec: RunRecorder
+    ) -> Ruling:
         """The decision for this call, the one-line summary of what it does, and the reason."""
         scope, summary = tool.describe(args, ctx)
-        kind, target = target_of(args, ctx)
+        kind, target = target_of(args, ctx.fs)
         shell = None
         if kind == "command" and target is not None and self._analyzer is not None:
             shell = self._analyzer.analyze(target)
@@ -200,7 +145,7 @@ class PermissionGate:
         rec.event(
             PermissionDecided, call_id=call.id, tool=tool.name, decision=decision, reason=reason
         )
-        return decision, summary, reason
+        return Ruling(decision, summary, reason)
 
     async def _decide(
         self,
@@ -212,7 +157,7 @@ class PermissionGate:
         rec: RunRecorder,
     ) -> tuple[Decision, str]:
         if request.shell is not None:
-            problem = sandbox_problem(request.shell, ctx, request.target or "")
+            problem = sandbox_problem(request.shell, ctx.fs, request.target or "")
             if problem is not None:
                 return "deny", f"sandbox: {problem}"
         verdict = permissions.decide(
@@ -220,37 +165,41 @@ class PermissionGate:
             policy=self._policy,
             grants=self._grants,
             project_root=ctx.fs.root,
-            home=self._home,
+            home=ctx.fs.home,
         )
-        if verdict.outcome == "allow":
-            return "allow_once", verdict.reason
-        if verdict.outcome == "deny":
-            return "deny", verdict.reason
-        if self._approver is None:
-            return permissions.without_approver(self._policy)
-        return await self._ask(call, tool, request, summary, rec)
+        outcome = verdict.outcome
+        match outcome:
+            case "allow":
+                return "allow_once", verdict.reason
+            case "deny":
+                return "deny", verdict.reason
+            case "ask":
+                if self._approver is None:
+                    return permissions.without_approver(self._policy)
+                return await self._ask(self._approver, call, tool, request, summary, rec)
+            case _:
+                assert_never(outcome)
 
     async def _ask(
         self,
+        approver: Approver,
         call: ToolCallBlock,
         tool: Tool,
         request: permissions.PermissionRequest,
         summary: str,
         rec: RunRecorder,
     ) -> tuple[Decision, str]:
-        assert self._approver is not None
-        scopes = (
-            permissions.session_scopes(request) if self._policy.allow_for_session_enabled else ()
-        )
+        enabled = self._policy.allow_for_session_enabled
+        scopes = permissions.session_scopes(request) if enabled else ()
         covers = (
             permissions.describe_scopes(tool.name, scopes, request.target_kind)
-            if self._policy.allow_for_session_enabled
+            if enabled
             else "nothing (allow for session is disabled in permissions)"
         )
         rec.event(
             PermissionAsked, call_id=call.id, tool=tool.name, summary=summary, session_scope=covers
         )
-        answer = await self._approver.decide(
+        answer = await approver.decide(
             ApprovalRequest(
                 tool=tool.name,
                 call_id=call.id,
@@ -259,11 +208,15 @@ class PermissionGate:
                 session_scope=covers,
             )
         )
-        if answer == "allow_for_session":
-            if not scopes:
-                return "allow_once", f"user allowed it; {covers}"
-            self._grants.grant(request)
-            return answer, f"user allowed it for this session ({covers})"
-        if answer == "allow_once":
-            return answer, "user allowed it once"
-        return "deny", "user denied it"
+        match answer:
+            case "allow_for_session":
+                if not scopes:
+                    return "allow_once", f"user allowed it; {covers}"
+                self._grants.grant(request)
+                return "allow_for_session", f"user allowed it for this session ({covers})"
+            case "allow_once":
+                return "allow_once", "user allowed it once"
+            case "deny":
+                return "deny", "user denied it"
+            case _:
+                assert_never(answer)

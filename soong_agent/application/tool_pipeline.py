@@ -6,24 +6,17 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import BaseModel, ValidationError
 
 from soong_agent.application.permission_gate import PermissionGate
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
-from soong_agent.domain import permissions
-from soong_agent.domain.config.schema import PermissionsConfig
-from soong_agent.ports.approval import Approver
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SoongAgentError
-from soong_agent.ports.events import (
-    ErrorEvent,
-    ToolResultEvent,
-)
+from soong_agent.ports.events import ErrorEvent, ToolResultEvent
 from soong_agent.ports.messages import ToolCallBlock, ToolResultBlock
-from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.system import Clock
 
 RESULT_MAX_CHARS = 30_000
@@ -76,22 +69,14 @@ class ToolPipeline:
         self,
         *,
         registry: ToolRegistry,
-        approver: Approver | None,
-        policy: PermissionsConfig,
-        grants: permissions.SessionGrants,
+        gate: PermissionGate,
         clock: Clock,
         artifacts: ArtifactStore | None = None,
         max_result_chars: int = RESULT_MAX_CHARS,
-        analyzer: ShellAnalyzer | None = None,
     ) -> None:
         self._registry = registry
-        self._approver = approver
-        self._policy = policy
-        self._grants = grants
+        self._gate = gate
         self._clock = clock
-        self._gate = PermissionGate(
-            approver=approver, policy=policy, grants=grants, analyzer=analyzer
-        )
         self._artifacts = artifacts
         self._max_result_chars = max_result_chars
         self.completed: dict[str, ToolResultBlock] = {}
@@ -120,7 +105,7 @@ class ToolPipeline:
         prepared = [self._prepare(c) for c in calls]
         parallel = (
             len(prepared) > 1
-            and self._policy.readonly_default == "allow"
+            and self._gate.read_only_unasked
             and all(p.tool is not None and p.tool.permission_class == "read_only" for p in prepared)
         )
         if parallel:
@@ -173,14 +158,19 @@ class ToolPipeline:
             return ToolOutput(p.problem or "invalid tool call", is_error=True)
         tool, args = p.tool, p.args
         try:
-            decision, summary, reason = await self._gate.check(p.call, tool, args, ctx, rec)
-            if decision == "deny":
-                return ToolOutput(
-                    f"Permission denied ({reason}): this {tool.name} call ({summary}) did not "
-                    "run. Do not retry it unchanged.",
-                    is_error=True,
-                )
-            return await tool.handler(args, ctx)
+            ruling = await self._gate.check(p.call, tool, args, ctx, rec)
+            decision = ruling.decision
+            match decision:
+                case "deny":
+                    return ToolOutput(
+                        f"Permission denied ({ruling.reason}): this {tool.name} call "
+                        f"({ruling.summary}) did not run. Do not retry it unchanged.",
+                        is_error=True,
+                    )
+                case "allow_once" | "allow_for_session":
+                    return await tool.handler(args, ctx)
+                case _:
+                    assert_never(decision)
         except SoongAgentError as exc:
             return ToolOutput(str(exc), is_error=True)
         except FileNotFoundError as exc:

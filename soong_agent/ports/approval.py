@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 Decision = Literal["allow_once", "allow_for_session", "deny"]
+"""The user's answer to an approval request, and the decision a tool call runs (or not) under."""
+
 PermissionClass = Literal["read_only", "write", "exec", "network"]
 
 

@@ -34,10 +34,12 @@ class Listing:
 
 @runtime_checkable
 class FileSystem(Protocol):
-    """Project files. Paths are relative to the project or absolute; every method checks them.
+    """Project files. Paths are relative to the project, absolute, or ``~/…`` (the user's home);
+    every method checks them.
 
     A path outside what the sandbox allows raises `SandboxViolation`; a missing file raises
-    `FileNotFoundError`.
+    `FileNotFoundError`. The `check_*`, `sensitive_below` and `expand_shell_word` members let
+    the permission gate hold a shell command line's paths to the same policy as the file tools.
     """
 
     @property
@@ -45,8 +47,46 @@ class FileSystem(Protocol):
         """The resolved project directory."""
         ...
 
+    @property
+    def home(self) -> str:
+        """The user's home directory: what ``~`` stands for in paths and in ``~/`` rules."""
+        ...
+
     def display_path(self, path: str) -> str:
         """`path` as the user should see it (relative to the project when inside it)."""
+        ...
+
+    def check_read(self, path: str) -> str:
+        """The resolved absolute path if reading `path` is allowed; else raise SandboxViolation.
+
+        Reads are confined to the project; sensitive paths are never read.
+        """
+        ...
+
+    def check_write(self, path: str) -> str:
+        """The resolved absolute path if a write there is allowed; else raise SandboxViolation.
+
+        Writes are confined to the write roots; sensitive paths are never written.
+        """
+        ...
+
+    def sensitive_below(self, folder: str) -> str | None:
+        """A sensitive file or folder under `folder` (display form), or None.
+
+        None as well when `folder` is not a readable folder, or holds too much to walk. Used to
+        refuse commands that read folders recursively (``grep -r``, ``tar``), which would open
+        what the file tools refuse.
+        """
+        ...
+
+    def expand_shell_word(self, word: str, *, limit: int = 1000) -> list[str]:
+        """The paths a shell would make of the argument `word`, at most `limit`.
+
+        A leading ``~`` (``~user``) becomes that home. A glob pattern (``*``, ``?``, ``[``) is
+        expanded against what exists, relative ones from the project, hidden files included:
+        absolute paths, ``[]`` when nothing matches. Any other word is one path (relative
+        ones stay relative to the project), whether it exists or not.
+        """
         ...
 
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
@@ -77,8 +117,4 @@ class FileSystem(Protocol):
         self, pattern: str, *, base: str, glob: str | None, limit: int, ignore_case: bool
     ) -> tuple[list[GrepMatch], bool]:
         """Lines matching the regular expression `pattern` under `base`."""
-        ...
-
-    def check_write(self, path: str) -> str:
-        """The resolved absolute path if a write there is allowed; else raise SandboxViolation."""
         ...

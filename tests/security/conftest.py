@@ -18,20 +18,22 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
 from soong_agent import AgentRuntime, ApprovalRequest, RunResult
+from soong_agent.domain.permissions import PermissionMode
+from soong_agent.ports.approval import Decision
 from soong_agent.ports.messages import ToolResultBlock
 from soong_agent.ports.model import ModelRequest
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
 
-Answer = Literal["allow_once", "allow_for_session", "deny"]
+Answer = Decision
 ALLOW: Answer = "allow_once"
 DENY: Answer = "deny"
 Call = tuple[str, dict[str, Any]]
-Mode = Literal["default", "accept_edits", "plan", "bypass"]
+Mode = PermissionMode
 
 
 def canary(label: str) -> str:

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from soong_agent.domain.config.schema import PermissionsConfig
-from soong_agent.domain.permission_rules import RuleSet
 from soong_agent.domain.permissions import (
     PermissionRequest,
+    RuleSet,
     SessionGrants,
     Verdict,
     command_scope,

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from soong_agent.domain.config.errors import format_validation_error
 from soong_agent.domain.config.schema import PermissionsConfig, SoongConfig
-from soong_agent.domain.permission_rules import (
+from soong_agent.domain.permissions import (
     RuleSet,
     anchored_path,
     parse_rule,

@@ -9,7 +9,17 @@ from typing import get_args
 from soong_agent.ports.approval import ApprovalRequest, Decision
 
 ApprovalCallback = Callable[[ApprovalRequest], "Decision | Awaitable[Decision]"]
-_VALID: tuple[Decision, ...] = get_args(Decision)
+_DECISIONS: dict[str, Decision] = {decision: decision for decision in get_args(Decision)}
+
+
+def as_decision(answer: object) -> Decision:
+    """The decision a callback's answer stands for: `True` is allow once, a decision string
+    itself, anything else deny."""
+    if answer is True:  # a yes/no callback: yes means this call only
+        return "allow_once"
+    if isinstance(answer, str):
+        return _DECISIONS.get(answer, "deny")
+    return "deny"
 
 
 class CallbackApprover:
@@ -26,9 +36,4 @@ class CallbackApprover:
         answer: object = self._callback(request)
         if inspect.isawaitable(answer):
             answer = await answer
-        if answer is True:  # a yes/no callback: yes means this call only
-            return "allow_once"
-        for valid in _VALID:
-            if answer == valid:
-                return valid
-        return "deny"
+        return as_decision(answer)

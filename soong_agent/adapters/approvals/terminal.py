@@ -20,13 +20,14 @@ _ANSWERS: dict[str, Decision] = {
 }
 
 
-def parse_answer(line: str) -> Decision:
-    """The decision a typed or piped line stands for; anything unclear is a denial."""
-    return _ANSWERS.get(" ".join(line.strip().lower().split()), "deny")
+def parse_answer(line: str) -> Decision | None:
+    """The decision a typed or piped line stands for; None when it is not an answer."""
+    return _ANSWERS.get(" ".join(line.strip().lower().split()))
 
 
 class TerminalApprover:
-    """Reads one line per question from `stdin`; a closed or exhausted stdin means deny."""
+    """Reads one line per question from `stdin`; a closed or exhausted stdin, or a line that is
+    not an answer, means deny."""
 
     def __init__(self, *, stdin: TextIO | None, write: Callable[[str], None]) -> None:
         self._stdin = stdin
@@ -59,9 +60,10 @@ class TerminalApprover:
                 self._exhausted = True
                 self._write("(no answer: stdin is closed) -> deny\n")
                 return "deny"
-            decision = parse_answer(line)
             if self._stdin is not None and not self._stdin.isatty():
                 self._write(f"{line.strip()}\n")
-            if decision == "deny" and line.strip() not in ("3", "deny"):
+            decision = parse_answer(line)
+            if decision is None:
                 self._write(f"(answer {line.strip()!r} not understood) -> deny\n")
+                return "deny"
             return decision

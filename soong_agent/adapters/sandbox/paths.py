@@ -2,8 +2,9 @@
 
 All paths here are absolute posix strings. A path is checked in two forms: *lexical* (made
 absolute and normalised, symlinks untouched) and *resolved* (every existing symlink followed).
-Containment is decided on the resolved form; sensitive patterns are matched against both, so
-neither a symlink into a secret nor a symlink named like a secret gets through.
+Containment is decided on the resolved form; sensitive patterns (the domain's `SensitivePaths`,
+which the in-memory sandbox uses too) are matched against both, so neither a symlink into a
+secret nor a symlink named like a secret gets through.
 
 Kernel alias trees (``/proc``, ``/dev``, ``/sys``) are refused in both forms: ``/proc/self/root``,
 ``/proc/<pid>/cwd``, ``/proc/self/fd/N`` and ``/dev/fd/N`` can stand for any file, and no tool
@@ -14,91 +15,30 @@ under a literal sensitive path.
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import posixpath
 import stat
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from soong_agent.domain.permissions.sensitive import SensitivePaths, SensitiveRule
+from soong_agent.domain.permissions.targets import (
+    expand_home,
+    is_within,
+    normalise,
+    relative_parts,
+)
 from soong_agent.ports.errors import SandboxViolation, ToolInputError, UsageError
 
 # Filesystems of these platforms usually ignore case, so a secret must not hide behind ".ENV".
-_FOLD_CASE = sys.platform in ("darwin", "win32")
-_GLOB_CHARS = frozenset("*?[")
+FOLD_CASE = sys.platform in ("darwin", "win32")
 # Kernel trees whose entries alias other files (/proc/self/root/…, /proc/self/fd/N, /dev/fd/N).
 ALIAS_ROOTS: tuple[str, ...] = ("/proc", "/dev", "/sys")
-# Files SQLite keeps beside a database; a sensitive file path covers them too.
-SIDECAR_SUFFIXES: tuple[str, ...] = ("-wal", "-shm", "-journal")
 # How many entries `is_sensitive_inode` looks at below one sensitive folder.
 INODE_SCAN_BUDGET = 20_000
 
-
-def _fold(text: str) -> str:
-    return text.lower() if _FOLD_CASE else text
-
-
-def is_within(path: str, root: str) -> bool:
-    """Whether the absolute `path` is `root` or lies below it."""
-    if path == root:
-        return True
-    return path.startswith(root if root.endswith("/") else root + "/")
-
-
-def relative_parts(path: str, root: str) -> list[str]:
-    """The components of `path` below `root` (`path` must be within `root`)."""
-    if path == root:
-        return []
-    rest = path[len(root) :].lstrip("/")
-    return rest.split("/") if rest else []
-
-
-def _normalise(path: str) -> str:
-    normalised = posixpath.normpath(path)
-    if normalised.startswith("//"):  # posix keeps a leading "//"; it means "/" on Linux and macOS
-        normalised = "/" + normalised.lstrip("/")
-    return normalised
-
-
-def _ancestors(path: str) -> list[str]:
-    out = [path]
-    while path not in ("/", ""):
-        path = posixpath.dirname(path)
-        out.append(path)
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class SensitiveRule:
-    """One `sensitive` entry.
-
-    Without a slash it is an fnmatch pattern for any path component's name (``.env.*``); with a
-    slash, a leading ``~`` or as an absolute path it names a path and everything below it
-    (literal prefixes in `prefixes`, wildcard ones in `prefix_globs`).
-    """
-
-    pattern: str
-    name_glob: str | None = None
-    prefixes: tuple[str, ...] = ()
-    prefix_globs: tuple[str, ...] = ()
-
-    def matches_name(self, name: str) -> bool:
-        """Whether the single component `name` matches a name pattern."""
-        return self.name_glob is not None and fnmatch.fnmatchcase(_fold(name), self.name_glob)
-
-    def matches_path(self, path: str) -> bool:
-        """Whether the absolute `path` is one of the named paths or lies below one."""
-        folded = _fold(path)
-        if any(is_within(folded, prefix) for prefix in self.prefixes):
-            return True
-        if self.prefix_globs:
-            for ancestor in _ancestors(folded):
-                if any(fnmatch.fnmatchcase(ancestor, glob) for glob in self.prefix_globs):
-                    return True
-        return False
+__all__ = ["ALIAS_ROOTS", "PathPolicy", "is_within", "relative_parts"]
 
 
 class PathPolicy:
@@ -106,7 +46,8 @@ class PathPolicy:
 
     Reads: inside the resolved project. Writes: inside the resolved write roots (the project by
     default) and, when `allow_tmp_write`, the resolved system temp directory. Sensitive paths:
-    never. Every refusal raises `SandboxViolation` naming the path.
+    never (`SensitivePaths`, shared with the in-memory sandbox). Every refusal raises
+    `SandboxViolation` naming the path.
     """
 
     def __init__(
@@ -119,7 +60,7 @@ class PathPolicy:
         home_dir: Path | None = None,
     ) -> None:
         home = os.fspath(home_dir) if home_dir is not None else os.path.expanduser("~")
-        self.home = _normalise(os.path.abspath(home))
+        self.home = normalise(os.path.abspath(home))
         self.project = os.path.realpath(self._expand_home(os.fspath(project)))
         if not os.path.isdir(self.project):
             raise UsageError(f"the project directory {os.fspath(project)} does not exist")
@@ -135,18 +76,24 @@ class PathPolicy:
             if tmp not in resolved_roots:
                 resolved_roots.append(tmp)
         self.write_roots: tuple[str, ...] = tuple(resolved_roots)
-        self.rules: tuple[SensitiveRule, ...] = tuple(
-            rule for rule in (self._compile_rule(entry) for entry in sensitive) if rule is not None
+        self.sensitive = SensitivePaths(
+            sensitive,
+            project=self.project,
+            home=self.home,
+            roots=self.write_roots,
+            resolve=os.path.realpath,
+            fold_case=FOLD_CASE,
         )
+
+    @property
+    def rules(self) -> tuple[SensitiveRule, ...]:
+        """The compiled sensitive entries."""
+        return self.sensitive.rules
 
     # --- resolution ------------------------------------------------------------------------
 
     def _expand_home(self, path: str) -> str:
-        if path == "~":
-            return self.home
-        if path.startswith("~/"):
-            return self.home + path[1:]
-        return path
+        return expand_home(path, self.home)
 
     def lexical(self, path: str) -> str:
         """`path` made absolute (relative ones against the project, ``~`` as home), normalised."""
@@ -154,7 +101,7 @@ class PathPolicy:
             raise ToolInputError(f"the path {path!r} contains a NUL character")
         if not path.strip():  # an empty path means the project itself
             return self.project
-        return _normalise(os.path.join(self.project, self._expand_home(path)))
+        return normalise(os.path.join(self.project, self._expand_home(path)))
 
     def resolve(self, path: str) -> tuple[str, str]:
         """(lexical, resolved) forms of `path`; resolved follows every existing symlink."""
@@ -178,48 +125,16 @@ class PathPolicy:
 
     # --- sensitive paths -------------------------------------------------------------------
 
-    def _compile_rule(self, entry: str) -> SensitiveRule | None:
-        pattern = entry.strip()
-        if not pattern:
-            return None
-        if "/" not in pattern and pattern != "~":
-            return SensitiveRule(pattern=entry, name_glob=_fold(pattern))
-        absolute = _normalise(os.path.join(self.project, self._expand_home(pattern)))
-        if any(ch in _GLOB_CHARS for ch in absolute):
-            return SensitiveRule(pattern=entry, prefix_globs=(_fold(absolute),))
-        forms = {_fold(absolute), _fold(os.path.realpath(absolute))}
-        forms |= {form + suffix for form in forms for suffix in SIDECAR_SUFFIXES}
-        return SensitiveRule(pattern=entry, prefixes=tuple(sorted(forms)))
-
     def _root_of(self, path: str) -> str | None:
-        for root in (self.project, *self.write_roots):
-            if is_within(path, root):
-                return root
-        return None
+        return self.sensitive.root_of(path)
 
     def sensitive_rule(self, lexical: str, resolved: str) -> SensitiveRule | None:
         """The first rule that `path` (in both its forms) falls under, or None."""
-        if not self.rules:
-            return None
-        checks: list[tuple[str, list[str]]] = []
-        for form, whole in ((resolved, True), (lexical, False)):
-            root = self._root_of(form)
-            if root is not None:
-                names = relative_parts(form, root)
-            elif whole:  # outside every root: every component counts
-                names = [part for part in form.split("/") if part]
-            else:
-                names = [posixpath.basename(form)]
-            checks.append((form, names))
-        for rule in self.rules:
-            for form, names in checks:
-                if rule.matches_path(form) or any(rule.matches_name(name) for name in names):
-                    return rule
-        return None
+        return self.sensitive.rule_for(lexical, resolved)
 
     def entry_is_sensitive(self, path: str, name: str) -> bool:
         """For walks whose parent folder was already checked: `name` at the resolved `path`."""
-        return any(rule.matches_name(name) or rule.matches_path(path) for rule in self.rules)
+        return self.sensitive.entry_is_sensitive(path, name)
 
     def sensitive_inodes(self) -> frozenset[tuple[int, int]]:
         """(device, inode) of every file under a literal sensitive path, as of now.
@@ -231,9 +146,8 @@ class PathPolicy:
         """
         found: set[tuple[int, int]] = set()
         budget = [INODE_SCAN_BUDGET]
-        for rule in self.rules:
-            for prefix in rule.prefixes:
-                _collect_inodes(prefix, found, budget)
+        for prefix in self.sensitive.literal_prefixes:
+            _collect_inodes(prefix, found, budget)
         return frozenset(found)
 
     def is_sensitive_inode(self, dev: int, ino: int) -> bool:

@@ -7,7 +7,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from soong_agent.domain.permission_rules import parse_rule
+from soong_agent.domain.permissions.decision import Outcome, PermissionMode
+from soong_agent.domain.permissions.rules import parse_rule
 
 ProviderName = Literal["openai", "anthropic", "ollama"]
 
@@ -234,12 +235,12 @@ PermissionRule = Annotated[str, AfterValidator(_valid_rule)]
 class PermissionsConfig(Section):
     """Who may allow what."""
 
-    readonly_default: Literal["allow", "ask", "deny"] = "allow"
+    readonly_default: Outcome = "allow"
     write_without_callback: Literal["allow", "deny"] = "deny"
     remember_scope: Literal["session"] = "session"
     allow_for_session_enabled: bool = True
     network_policy: Literal["allowlist", "deny"] = "allowlist"
-    mode: Literal["default", "accept_edits", "plan", "bypass"] = "default"
+    mode: PermissionMode = "default"
     allow: list[PermissionRule] = Field(default_factory=list)
     deny: list[PermissionRule] = Field(default_factory=list)
 

@@ -2,7 +2,7 @@
 
 Rules are data: `parse_rule` turns the text of one `permissions.allow` / `permissions.deny` entry
 into a `Rule`, and the `Rule.matches_*` methods say whether it covers one target. Which rule wins
-is decided in `soong_agent.domain.permissions`.
+is decided in `policy.decide` (the strictest, see `decision.strictest`).
 
 Forms (``Tool`` is a tool name; ``*`` in it matches any run of characters, ``*`` alone any tool):
 
@@ -26,20 +26,23 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import urlsplit
+
+from soong_agent.domain.permissions.targets import (
+    GLOB_CHARS,
+    PathAnchor,
+    anchored_path,
+    glob_regex,
+    glob_source,
+    url_host,
+)
 
 RuleKind = Literal["any", "prefix", "path", "domain"]
-PathAnchor = Literal["project", "absolute", "home"]
 
 _TOOL = re.compile(r"^[A-Za-z0-9_*][A-Za-z0-9_.*-]*$")
 _SCHEME_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):")
 _DOMAIN = re.compile(
     r"^(\*\.)?[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?)*$"
 )
-_BAD_HOST_CHARS = re.compile(r"[\\\s\x00-\x1f\x7f]")
-
-
-_GLOB_CHARS = frozenset("*?[")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +91,7 @@ class Rule:
             # bash expands a glob in the command name (`/usr/bin/tou?h`): for a deny rule, a
             # name pattern that could expand to the denied name counts as that name
             if name == self.words[0] or (
-                _GLOB_CHARS & set(name) and fnmatch.fnmatchcase(self.words[0], name)
+                GLOB_CHARS & set(name) and fnmatch.fnmatchcase(self.words[0], name)
             ):
                 head[0] = self.words[0]
         return tuple(head) == self.words
@@ -182,6 +185,23 @@ def parse_rule(text: str) -> Rule:
     return _path_rule(base, spec, text)
 
 
+def path_rule(text: str, globs: Sequence[str], *, anchor: PathAnchor = "absolute") -> Rule:
+    """A ``path`` rule for any tool covering any of `globs` (relative to `anchor`, no leading
+    slash): how the sandboxes state their sensitive paths in the rules' own glob syntax."""
+    if not globs:
+        raise ValueError(f"path rule {text!r}: no glob")
+    source = "|".join(f"(?:{glob_source(glob)})" for glob in globs)
+    return Rule(
+        text=text,
+        tool="*",
+        kind="path",
+        pattern=globs[0],
+        anchor=anchor,
+        _tool_re=_tool_re("*"),
+        _path_re=re.compile(source, re.DOTALL),
+    )
+
+
 def _check_tool(tool: str, text: str) -> str:
     if not tool:
         raise ValueError(f"bad permission rule {text!r}: missing tool name")
@@ -259,123 +279,3 @@ def _path_rule(base: Rule, spec: str, text: str) -> Rule:
         _tool_re=base._tool_re,
         _path_re=glob_regex(rest),
     )
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a path glob: ``*``/``?`` within one folder, ``**`` across folders, ``[…]``."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        if pattern.startswith("**", i):
-            at_start = i == 0 or pattern[i - 1] == "/"
-            j = i + 2
-            if at_start and j < n and pattern[j] == "/":
-                out.append("(?:[^/]*/)*")  # `**/`: zero or more folders
-                i = j + 1
-                continue
-            if at_start and j == n:
-                if out and out[-1] == "/":
-                    out[-1] = "(?:/.*)?"  # `dir/**`: the folder itself and everything below
-                else:
-                    out.append(".*")
-                i = j
-                continue
-            out.append("[^/]*")  # `a**b` is just `*`
-            i = j
-            continue
-        ch = pattern[i]
-        if ch == "*":
-            out.append("[^/]*")
-        elif ch == "?":
-            out.append("[^/]")
-        elif ch == "[":
-            close = pattern.find("]", i + 2)
-            if close < 0:
-                out.append(re.escape(ch))
-            else:
-                body = pattern[i + 1 : close]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = close
-        elif ch == "/":
-            out.append("/")
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
-
-
-def anchored_path(
-    path: str, anchor: PathAnchor, *, project_root: str | None = None, home: str | None = None
-) -> str | None:
-    """`path` relative to `anchor` (no leading slash), or None when it cannot be placed there."""
-    text = path.strip()
-    if not text:
-        return None
-    absolute: str | None = None
-    home_rel: str | None = None
-    project_rel: str | None = None
-    if text.startswith("/"):
-        absolute = posixpath.normpath(text)
-        if absolute.startswith("//"):
-            absolute = "/" + absolute.lstrip("/")
-    elif text == "~" or text.startswith("~/"):
-        home_rel = _inside(posixpath.normpath(text[2:] or "."))
-        if home is not None and home_rel is not None:
-            absolute = posixpath.join(posixpath.normpath(home), home_rel)
-    elif text.startswith("~"):
-        return None  # `~user/…`: someone else's home
-    else:
-        project_rel = _inside(posixpath.normpath(text))
-        if project_root is not None and project_rel is not None:
-            absolute = posixpath.join(posixpath.normpath(project_root), project_rel)
-    if anchor == "absolute":
-        return absolute.lstrip("/") if absolute is not None else None
-    if anchor == "project":
-        if project_rel is not None:
-            return project_rel
-        return _relative_to(absolute, project_root)
-    if home_rel is not None:
-        return home_rel
-    return _relative_to(absolute, home)
-
-
-def _inside(rel: str) -> str | None:
-    """A normalised relative path, or None when it climbs out (``..``)."""
-    if rel == ".." or rel.startswith("../"):
-        return None
-    return "" if rel == "." else rel
-
-
-def _relative_to(absolute: str | None, root: str | None) -> str | None:
-    if absolute is None or root is None:
-        return None
-    base = posixpath.normpath(root)
-    if absolute == base:
-        return ""
-    prefix = base.rstrip("/") + "/"
-    return absolute[len(prefix) :] if absolute.startswith(prefix) else None
-
-
-def url_host(url: str) -> str | None:
-    """The lower-case host of `url` (``https://Api.Example.com:8443/x`` → ``api.example.com``).
-
-    A URL without a scheme is read as ``//url``. Returns None when there is no host or the
-    authority holds characters a lenient parser might read differently (backslashes, spaces).
-    """
-    text = url.strip()
-    if not text:
-        return None
-    if "://" not in text:
-        text = "//" + text
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return None
-    if _BAD_HOST_CHARS.search(parts.netloc):
-        return None
-    host = parts.hostname
-    if not host:
-        return None
-    return host.lower().rstrip(".") or None

@@ -1,0 +1,92 @@
+"""Permissions as one subsystem (PERM-1…4, SBX-1): rules, grants, the decision, sensitive paths.
+
+- `rules`: the rule syntax (`Tool`, `Tool(prefix:…)`, `Tool(<glob>)`, `Tool(domain:…)`);
+- `targets`: path globs, anchored paths, URL hosts (what rules match against);
+- `decision`: the ordered `Outcome` (allow < ask < deny, strictest wins), `Verdict`, the mode;
+- `request`: one tool call as the policy sees it;
+- `grants`: `allow_for_session` grants and their scopes;
+- `shell`: command lines as the policy reads them (fallback split, path arguments);
+- `policy`: `decide`, which weighs deny rules, the mode, allow rules and grants;
+- `sensitive`: the sensitive-path patterns both file sandboxes refuse.
+"""
+
+from soong_agent.domain.permissions.decision import (
+    DecidedBy,
+    Outcome,
+    PermissionMode,
+    Verdict,
+    rank,
+    strictest,
+    without_approver,
+)
+from soong_agent.domain.permissions.grants import (
+    SessionGrants,
+    command_scope,
+    describe_scope,
+    describe_scopes,
+    directory_scope,
+    path_scope,
+    scope_covers,
+    session_scopes,
+    url_scope,
+)
+from soong_agent.domain.permissions.policy import decide, rules_for
+from soong_agent.domain.permissions.request import PermissionRequest, TargetKind
+from soong_agent.domain.permissions.rules import (
+    Rule,
+    RuleKind,
+    RuleSet,
+    parse_rule,
+    parse_rules,
+    path_rule,
+)
+from soong_agent.domain.permissions.sensitive import (
+    SensitivePaths,
+    SensitiveRule,
+    compile_sensitive,
+)
+from soong_agent.domain.permissions.shell import fallback_analysis, show_command
+from soong_agent.domain.permissions.targets import (
+    PathAnchor,
+    anchored_path,
+    glob_regex,
+    url_host,
+)
+
+__all__ = [
+    "DecidedBy",
+    "Outcome",
+    "PathAnchor",
+    "PermissionMode",
+    "PermissionRequest",
+    "Rule",
+    "RuleKind",
+    "RuleSet",
+    "SensitivePaths",
+    "SensitiveRule",
+    "SessionGrants",
+    "TargetKind",
+    "Verdict",
+    "anchored_path",
+    "command_scope",
+    "compile_sensitive",
+    "decide",
+    "describe_scope",
+    "describe_scopes",
+    "directory_scope",
+    "fallback_analysis",
+    "glob_regex",
+    "parse_rule",
+    "parse_rules",
+    "path_rule",
+    "path_scope",
+    "rank",
+    "rules_for",
+    "scope_covers",
+    "session_scopes",
+    "show_command",
+    "strictest",
+    "url_host",
+    "url_scope",
+    "without_approver",
+]

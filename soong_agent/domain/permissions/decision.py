@@ -1,0 +1,76 @@
+"""The policy's decision: one ordered type, ``allow < ask < deny``; the strictest wins.
+
+Like codex's execpolicy, when several rules (or several simple commands of one command line)
+give a verdict, the strictest one decides: a deny beats an ask, an ask beats an allow. The
+user's answer to an ask is the approval port's `Decision` (``allow_once``, ``allow_for_session``,
+``deny``); `without_approver` gives it when nobody can be asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, assert_never
+
+from soong_agent.ports.approval import Decision
+
+if TYPE_CHECKING:  # the config schema imports this package: no import cycle at run time
+    from soong_agent.domain.config.schema import PermissionsConfig
+
+Outcome = Literal["allow", "ask", "deny"]
+"""What the policy says before anyone is asked, ordered by `rank`: allow < ask < deny."""
+
+PermissionMode = Literal["default", "accept_edits", "plan", "bypass"]
+"""`permissions.mode` (and the SDK's `permission_mode`)."""
+
+DecidedBy = Literal["rule", "mode", "grant", "readonly_default", "policy"]
+
+
+def rank(outcome: Outcome) -> int:
+    """How strict `outcome` is: allow 0, ask 1, deny 2."""
+    match outcome:
+        case "allow":
+            return 0
+        case "ask":
+            return 1
+        case "deny":
+            return 2
+        case _:
+            assert_never(outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the policy says before asking anyone, and why.
+
+    `reason` names what decided: the rule (``deny rule "run_command(prefix:rm)" …``), the mode
+    (``mode plan is read-only …``), the grant (``allowed for this session: …``) or
+    ``permissions.readonly_default``. `decided_by` says which of those it was; `rule` is the
+    deciding rule's text when one rule decided.
+    """
+
+    outcome: Outcome
+    reason: str
+    decided_by: DecidedBy = "policy"
+    rule: str | None = None
+
+    @property
+    def rank(self) -> int:
+        """The strictness of the outcome (see `rank`)."""
+        return rank(self.outcome)
+
+
+def strictest(verdicts: Iterable[Verdict]) -> Verdict | None:
+    """The strictest of `verdicts` (the first of them on a tie); None when there are none."""
+    chosen: Verdict | None = None
+    for verdict in verdicts:
+        if chosen is None or verdict.rank > chosen.rank:
+            chosen = verdict
+    return chosen
+
+
+def without_approver(policy: PermissionsConfig) -> tuple[Decision, str]:
+    """The decision when a call needs approval and nobody can be asked."""
+    if policy.write_without_callback == "allow":
+        return "allow_once", "no approval callback; permissions.write_without_callback = 'allow'"
+    return "deny", "no approval callback; permissions.write_without_callback = 'deny'"
