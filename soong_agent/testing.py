@@ -1,5 +1,16 @@
 """Fakes of every port, for testing agents built on soong-agent the way its own tests do.
 
+Each fake refuses what the strictest real adapter refuses, and runs the same contract suite as
+the real adapter (tests/contract):
+
+    ModelProvider   ScriptedModel            SessionStore   InMemorySessionStore
+    ArtifactStore   InMemoryArtifactStore    FileSystem     InMemoryFileSystem
+    ProcessRunner   ScriptedProcessRunner    ShellAnalyzer  SimpleShellAnalyzer
+    WebFetcher      ScriptedWebFetcher       TokenCounter   ApproxTokenCounter
+    EventSink       RecordingEventSink       Approver       RecordingApprover, CallbackApprover
+    Clock           FixedClock               IdGenerator    SequentialIds
+    SecretSource    DictSecretSource         ContextSource  StaticContextSource
+
 Example:
     model = ScriptedModel([
         ScriptedResponse.tool_calls(("write_file", {"path": "a", "content": "x"})),
@@ -15,6 +26,7 @@ from pathlib import Path
 
 from soong_agent.adapters.approvals.callback import CallbackApprover
 from soong_agent.adapters.inmemory.artifacts import InMemoryArtifactStore
+from soong_agent.adapters.inmemory.events import RecordingEventSink
 from soong_agent.adapters.inmemory.fakes import (
     DictSecretSource,
     FixedClock,
@@ -23,21 +35,39 @@ from soong_agent.adapters.inmemory.fakes import (
     StaticContextSource,
 )
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
+from soong_agent.adapters.inmemory.process import (
+    ProcessCall,
+    ScriptedProcess,
+    ScriptedProcessRunner,
+    UnscriptedCommand,
+)
 from soong_agent.adapters.inmemory.scripted_model import ScriptedModel, ScriptedResponse
 from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
+from soong_agent.adapters.inmemory.shell import SimpleShellAnalyzer
+from soong_agent.adapters.inmemory.tokens import ApproxTokenCounter
+from soong_agent.adapters.inmemory.web import ScriptedPage, ScriptedWebFetcher
 
 __all__ = [
+    "ApproxTokenCounter",
     "CallbackApprover",
     "DictSecretSource",
     "FixedClock",
     "InMemoryArtifactStore",
     "InMemoryFileSystem",
     "InMemorySessionStore",
+    "ProcessCall",
     "RecordingApprover",
+    "RecordingEventSink",
     "ScriptedModel",
+    "ScriptedPage",
+    "ScriptedProcess",
+    "ScriptedProcessRunner",
     "ScriptedResponse",
+    "ScriptedWebFetcher",
     "SequentialIds",
+    "SimpleShellAnalyzer",
     "StaticContextSource",
+    "UnscriptedCommand",
     "write_minimal_config",
 ]
 

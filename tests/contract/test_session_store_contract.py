@@ -28,6 +28,7 @@ from soong_agent.ports.events import (
 )
 from soong_agent.ports.messages import (
     Message,
+    Role,
     TextBlock,
     ThinkingBlock,
     ToolCallBlock,
@@ -432,6 +433,41 @@ async def test_closed_store_refuses_calls_and_close_is_idempotent(store: Session
         await store.get_session("s1")
     with pytest.raises(UsageError):
         await store.commit(TurnCommit(session=session(), run=run()))
+    for call in (
+        store.list_sessions(),
+        store.active_path("s1"),
+        store.path_to("s1", "u1"),
+        store.all_messages("s1"),
+        store.list_runs("s1"),
+        store.run_events("run-s1"),
+    ):
+        with pytest.raises(UsageError):
+            await call
+
+
+async def test_event_of_an_unknown_run_is_refused_and_nothing_is_written(
+    store: SessionStore,
+) -> None:
+    stray = TextDeltaEvent(seq=0, run_id="ghost", session_id="s1", at=T0, text="t")
+    with pytest.raises(UsageError):
+        await store.commit(
+            TurnCommit(
+                session=session(leaf="u1"),
+                run=run(),
+                messages=[user_text("x", id="u1")],
+                events=[stray],
+            )
+        )
+    assert await store.get_session("s1") is None
+    assert list(await store.run_events("ghost")) == []
+
+
+async def test_events_of_an_earlier_run_can_follow_in_a_later_batch(store: SessionStore) -> None:
+    first = every_event()[:2]
+    await store.commit(TurnCommit(session=session(), run=run("r1"), events=first[:1]))
+    await store.commit(TurnCommit(session=session(), run=run("r2"), events=first[1:]))
+    assert list(await store.run_events("r1")) == first
+    assert list(await store.run_events("r2")) == []
 
 
 async def test_both_implement_the_port(store: SessionStore) -> None:
@@ -439,8 +475,8 @@ async def test_both_implement_the_port(store: SessionStore) -> None:
 
 
 async def test_path_to_an_earlier_message_follows_its_own_branch(store: SessionStore) -> None:
-    def msg(mid: str, parent: str | None, role: str = "user") -> Message:
-        return Message(id=mid, parent_id=parent, role=role, content=[TextBlock(text=mid)])  # type: ignore[arg-type]
+    def msg(mid: str, parent: str | None, role: Role = "user") -> Message:
+        return Message(id=mid, parent_id=parent, role=role, content=[TextBlock(text=mid)])
 
     session = SessionInfo(
         id="ses_p", project_dir="/p", created_at=1, updated_at=1, active_leaf_id="c"

@@ -1,40 +1,89 @@
-"""An artifact store in memory, for tests."""
+"""An artifact store in memory, for tests: the SQLite store's rules without disk or database.
+
+It refuses what `SqliteArtifactStore` refuses (the shared contract suite runs on both): a session
+id that is not a plain name raises `UsageError`, a negative offset or length `ValueError`, any
+call after `close()` `UsageError`. File names are reduced to the same safe base name, ids have
+the same shape (``art_`` + 24 hex digits, here counting up), and an id of another session or of
+another shape is unknown.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 from soong_agent.ports.artifacts import ArtifactInfo
+from soong_agent.ports.errors import UsageError
+
+_ID_RE = re.compile(r"art_[0-9a-f]{8,64}")
+_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_FILENAME_MAX = 120
+
+
+def safe_filename(name: str) -> str:
+    """A plain file name for `name`: its last path part, only ``[A-Za-z0-9._-]``, no leading dot."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    base = _UNSAFE.sub("_", base).lstrip(".")
+    if len(base) > _FILENAME_MAX:
+        _, dot, ext = base.rpartition(".")
+        keep = ext if dot and 0 < len(ext) <= 16 else ""
+        base = base[: _FILENAME_MAX - len(keep) - 1].rstrip(".") + ("." + keep if keep else "")
+    return base or "artifact"
 
 
 class InMemoryArtifactStore:
-    """Artifacts in a dict; ids ``art_000001`` …"""
+    """Artifacts in dicts: `infos` (metadata by id) and `data` (bytes by id)."""
 
     def __init__(self) -> None:
         self.data: dict[str, bytes] = {}
         self.infos: dict[str, ArtifactInfo] = {}
+        self.run_ids: dict[str, str] = {}
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError("the in-memory artifact store is closed")
 
     async def save(
         self, *, session_id: str, run_id: str, filename: str, data: bytes, preview_chars: int
     ) -> ArtifactInfo:
-        artifact_id = f"art_{len(self.infos) + 1:06d}"
+        """Keep `data` whole and its metadata; returns the new artifact."""
+        self._check_open()
+        if not _SESSION_RE.fullmatch(session_id) or session_id.strip(".") == "":
+            raise UsageError(f"cannot store an artifact for session id {session_id!r}")
+        data = bytes(data)
+        artifact_id = f"art_{len(self.infos) + 1:024x}"
         info = ArtifactInfo(
             id=artifact_id,
             session_id=session_id,
-            filename=filename,
+            filename=safe_filename(filename),
             size=len(data),
             sha256=hashlib.sha256(data).hexdigest(),
-            preview=data.decode("utf-8", errors="replace")[:preview_chars],
+            preview=data.decode("utf-8", errors="replace")[: max(0, preview_chars)],
         )
         self.infos[artifact_id] = info
         self.data[artifact_id] = data
+        self.run_ids[artifact_id] = run_id
         return info
 
     async def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
+        """Metadata of an artifact of this session, or None."""
+        self._check_open()
+        if not _ID_RE.fullmatch(artifact_id):
+            return None
         info = self.infos.get(artifact_id)
         return info if info is not None and info.session_id == session_id else None
 
     async def read(self, session_id: str, artifact_id: str, *, offset: int, length: int) -> bytes:
+        """Bytes `offset … offset+length` of an artifact; FileNotFoundError when unknown."""
+        self._check_open()
+        if offset < 0 or length < 0:
+            raise ValueError("offset and length must not be negative")
         if await self.get(session_id, artifact_id) is None:
-            raise FileNotFoundError(2, "no such artifact", artifact_id)
+            raise FileNotFoundError(2, "no such artifact in this session", artifact_id)
         return self.data[artifact_id][offset : offset + length]
+
+    async def close(self) -> None:
+        """Mark the store closed; later calls raise `UsageError` (closing twice is fine)."""
+        self._closed = True

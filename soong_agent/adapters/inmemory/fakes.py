@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import get_args
 
 from soong_agent.ports.approval import ApprovalRequest, Decision
 from soong_agent.ports.prompt import EnvironmentInfo, InstructionDoc
+
+_DECISIONS: tuple[Decision, ...] = get_args(Decision)
 
 
 class FixedClock:
@@ -23,6 +26,9 @@ class FixedClock:
         return self._mono
 
     def advance(self, seconds: float) -> None:
+        """Move both clocks forward; a monotonic clock never goes back (ValueError)."""
+        if seconds < 0:
+            raise ValueError("a clock cannot be moved back")
         self._now += seconds
         self._mono += seconds
 
@@ -40,7 +46,10 @@ class SequentialIds:
 
 
 class DictSecretSource:
-    """Secrets from a dict instead of the environment."""
+    """Secrets from a dict instead of the environment, read at each `get` like the real one.
+
+    An empty value counts as unset; `reads` records every name asked for.
+    """
 
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         self._values = dict(values or {})
@@ -50,10 +59,20 @@ class DictSecretSource:
         self.reads.append(name)
         return self._values.get(name) or None
 
+    def set(self, name: str, value: str | None) -> None:
+        """Set a variable (None unsets it); the next `get` sees it."""
+        if value is None:
+            self._values.pop(name, None)
+        else:
+            self._values[name] = value
+
 
 @dataclass
 class RecordingApprover:
-    """Answers approval requests from a list (then `default`) and records every request."""
+    """Answers approval requests from a list (then `default`) and records every request.
+
+    Every answer must be a `Decision` (ValueError otherwise).
+    """
 
     answers: list[Decision] = field(default_factory=list)
     default: Decision = "deny"
@@ -61,6 +80,9 @@ class RecordingApprover:
 
     def __init__(self, answers: Iterable[Decision] = (), *, default: Decision = "deny") -> None:
         self.answers = list(answers)
+        for answer in (*self.answers, default):
+            if answer not in _DECISIONS:
+                raise ValueError(f"{answer!r} is not a decision; use one of {_DECISIONS}")
         self.default = default
         self.requests = []
 
@@ -70,7 +92,11 @@ class RecordingApprover:
 
 
 class StaticContextSource:
-    """A prompt context source with fixed instruction docs and environment."""
+    """A prompt context source with fixed instruction docs and environment.
+
+    Like the real source, which skips empty files, it never returns a doc without text: one
+    given here is refused (ValueError).
+    """
 
     def __init__(
         self,
@@ -78,6 +104,9 @@ class StaticContextSource:
         env: EnvironmentInfo | None = None,
     ) -> None:
         self._docs = list(docs)
+        for doc in self._docs:
+            if not doc.text.strip():
+                raise ValueError(f"instruction doc {doc.source!r} has no text")
         self._env = env or EnvironmentInfo(cwd="/project", platform="test", date="2026-01-01")
 
     def instructions(self) -> list[InstructionDoc]:

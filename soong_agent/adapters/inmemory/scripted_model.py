@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from soong_agent.adapters.inmemory.model_requests import request_problems
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.messages import ToolCallBlock
 from soong_agent.ports.model import ModelRequest
@@ -88,6 +90,11 @@ class ScriptedModel:
     Items are responses, exceptions to raise, or callables that build a response from the
     request. `calls` records every request; `default` answers when the script runs out (else a
     `ProviderError` says the script is exhausted).
+
+    Like a strict server it refuses a request a real one would answer with HTTP 400 (see
+    `model_requests`: tool results that answer no call, calls left unanswered, bad tool names
+    …) with a `ProviderError` of kind ``bad_request``, consuming no scripted item; the refusals
+    are kept in `rejections`. ``strict=False`` turns the checks off.
     """
 
     script: list[Script] = field(default_factory=list)
@@ -95,6 +102,8 @@ class ScriptedModel:
     name: str = "scripted"
     calls: list[ModelRequest] = field(default_factory=list)
     unique_call_ids: bool = True
+    strict: bool = True
+    rejections: list[tuple[ModelRequest, list[str]]] = field(default_factory=list)
 
     def __init__(
         self,
@@ -103,12 +112,15 @@ class ScriptedModel:
         default: Script | None = None,
         name: str = "scripted",
         unique_call_ids: bool = True,
+        strict: bool = True,
     ) -> None:
         self.script = list(script)
         self.default = default
         self.name = name
         self.calls = []
         self.unique_call_ids = unique_call_ids
+        self.strict = strict
+        self.rejections = []
 
     @property
     def label(self) -> str:
@@ -137,15 +149,24 @@ class ScriptedModel:
         return item
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        snapshot = ModelRequest(
+        snapshot = dataclasses.replace(
+            request,
             system=list(request.system),
             messages=list(request.messages),
             tools=list(request.tools),
-            max_output_tokens=request.max_output_tokens,
-            temperature=request.temperature,
             metadata=dict(request.metadata),
         )
         self.calls.append(snapshot)
+        problems = request_problems(snapshot) if self.strict else []
+        if problems:
+            self.rejections.append((snapshot, problems))
+            raise ProviderError(
+                "; ".join(problems),
+                kind="bad_request",
+                provider="scripted",
+                base_url="memory://scripted",
+                status=400,
+            )
         response = self._next(snapshot)
         number = len(self.calls)
         for item in response.events:
