@@ -19,7 +19,7 @@ import asyncio
 import errno
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from soong_agent.ports.process import ProcessResult
 
@@ -74,20 +74,19 @@ class UnscriptedCommand(FileNotFoundError):
     """No result was declared for the command a test ran."""
 
 
-@dataclass
 class ScriptedProcessRunner:
     """A `ProcessRunner` that answers from declared results; records every call in `calls`.
 
     Declare results with `on(argv, ...)` (an exact argv) or `on_command(line, ...)` (the line of
     ``bash -c LINE`` and the like, as `run_command` runs it); several results for the same key
     are given in turn, and the last one is repeated. A result may be a callable that builds it
-    from the `ProcessCall` (to answer from `stdin` or `env`).
+    from the `ProcessCall` (to answer from `stdin` or `env`). Calls nobody declared a result for
+    are also kept in `unscripted`.
     """
 
-    calls: list[ProcessCall] = field(default_factory=list)
-    unscripted: list[ProcessCall] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(self) -> None:
+        self.calls: list[ProcessCall] = []
+        self.unscripted: list[ProcessCall] = []
         self._by_argv: dict[tuple[str, ...], list[Script]] = {}
         self._by_command: dict[str, list[Script]] = {}
 
