@@ -27,16 +27,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.runtime_support import bench_runtime
+from soong_agent import tool
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
-from soong_agent.application.loop import LoopSettings
-from soong_agent.application.run_service import RunService, RunServiceDeps
-from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
-from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
 from soong_agent.ports.messages import ToolCallBlock
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import StreamEvent, StreamFinished, TextDelta, ToolCallReady
-from soong_agent.testing import InMemoryFileSystem, SequentialIds, StaticContextSource
 
 TURNS = 10_000
 SESSIONS = 5
@@ -44,8 +41,17 @@ RSS_AT = 1_000
 WINDOWS = {"around turn 100": (50, 150), "around turn 10,000": (TURNS - 100, TURNS)}
 
 WINDOW = 16_000
-CONTEXT = ContextConfig(reserve_output_tokens=1_000, dynamic_system_budget=4_000)
-COMPACT = CompactConfig(reserve_tokens=1_000, keep_recent_tokens=2_000, max_summary_tokens=500)
+CONFIG = f"""
+[runtime]
+max_turns = {TURNS + 5}
+[context]
+reserve_output_tokens = 1000
+dynamic_system_budget = 4000
+[compact]
+reserve_tokens = 1000
+keep_recent_tokens = 2000
+max_summary_tokens = 500
+"""
 
 
 def rss_now_mib() -> float:
@@ -102,49 +108,29 @@ class InstantModel:
             yield StreamFinished("end_turn")
 
 
-class ItemArgs(ToolArgs):
-    item: int
+@tool
+async def check_item(item: int) -> str:
+    """Checks one item."""
+    return f"item {item}: ok"
 
 
-async def check_item(args: ItemArgs, ctx: ToolContext) -> ToolOutput:
-    return ToolOutput(f"item {args.item}: ok")
-
-
-class Clock:
-    def now(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-
-async def one_session(db: Path, counter: O200kTokenCounter) -> tuple[InstantModel, float]:
+async def one_session(folder: Path) -> tuple[InstantModel, float]:
     model = InstantModel(TURNS)
-    store = SqliteSessionStore(db)
-    service = RunService(
-        RunServiceDeps(
-            provider=model,
-            store=store,
-            registry=ToolRegistry([Tool("check_item", "checks one item", ItemArgs, check_item)]),
-            fs=InMemoryFileSystem(),
-            context=StaticContextSource(),
-            clock=Clock(),
-            ids=SequentialIds(),
-            approver=None,
-            permissions=PermissionsConfig(),
-            settings=LoopSettings(model_label="instant", max_turns=TURNS + 5),
-            cancel_timeout_s=5,
-            context_config=CONTEXT,
-            compact_config=COMPACT,
-            context_window_tokens=WINDOW,
-            token_counter=counter,
-        )
+    store = SqliteSessionStore(folder / "sessions.sqlite")
+    runtime = bench_runtime(
+        folder,
+        model=model,
+        tools=[check_item],
+        session_store=store,
+        model_extra=f"context_window = {WINDOW}",
+        extra=CONFIG,
     )
-    started = time.perf_counter()
-    run = await service.start("check every item, one call per item")
-    result = await run.wait()
-    elapsed = time.perf_counter() - started
-    assert result.status == "completed", result
+    async with runtime:
+        started = time.perf_counter()
+        run = await runtime.run("check every item, one call per item")
+        result = await run.wait()
+        elapsed = time.perf_counter() - started
+        assert result.status == "completed", result
     await store.close()
     return model, elapsed
 
@@ -199,7 +185,7 @@ def main() -> None:
     gc.callbacks.append(full)
     for i in range(SESSIONS):
         with tempfile.TemporaryDirectory() as tmp:
-            model, elapsed = asyncio.run(one_session(Path(tmp) / "sessions.sqlite", counter))
+            model, elapsed = asyncio.run(one_session(Path(tmp)))
         models.append(model)
         if i == 0:  # the RSS figures are those of the first session, in a fresh process
             peak, now = rss_peak_mib(), rss_now_mib()

@@ -17,15 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.runtime_support import bench_runtime
+from soong_agent import tool
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
-from soong_agent.application.loop import LoopSettings
-from soong_agent.application.run_service import RunService, RunServiceDeps
-from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
-from soong_agent.domain.config.schema import PermissionsConfig
 from soong_agent.ports.messages import ToolCallBlock
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import StreamEvent, StreamFinished, TextDelta, ToolCallReady
-from soong_agent.testing import InMemoryFileSystem, SequentialIds, StaticContextSource
 
 TURNS = 200
 
@@ -51,45 +48,24 @@ class InstantModel:
             yield StreamFinished("end_turn")
 
 
-class NoArgs(ToolArgs):
-    pass
+@tool
+async def noop() -> str:
+    """Does nothing."""
+    return "ok"
 
 
-async def noop(args: NoArgs, ctx: ToolContext) -> ToolOutput:
-    return ToolOutput("ok")
-
-
-class Clock:
-    def now(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-
-async def one_run(db: Path) -> list[float]:
+async def one_run(folder: Path) -> list[float]:
     model = InstantModel(TURNS)
-    store = SqliteSessionStore(db)
-    service = RunService(
-        RunServiceDeps(
-            provider=model,
-            store=store,
-            registry=ToolRegistry([Tool("noop", "does nothing", NoArgs, noop)]),
-            fs=InMemoryFileSystem(),
-            context=StaticContextSource(),
-            clock=Clock(),
-            ids=SequentialIds(),
-            approver=None,
-            permissions=PermissionsConfig(),
-            settings=LoopSettings(model_label="instant", max_turns=TURNS + 5),
-            cancel_timeout_s=5,
-        )
+    store = SqliteSessionStore(folder / "sessions.sqlite")
+    runtime = bench_runtime(
+        folder, model=model, tools=[noop], session_store=store, extra="[runtime]\nmax_turns = 250"
     )
-    run = await service.start("go")
-    result = await run.wait()
-    assert result.status == "completed", result
-    events = await store.run_events(run.run_id)
-    assert len(events) > TURNS * 5, "every event is durable"
+    async with runtime:
+        run = await runtime.run("go")
+        result = await run.wait()
+        assert result.status == "completed", result
+        events = await store.run_events(run.run_id)
+        assert len(events) > TURNS * 5, "every event is durable"
     await store.close()
     return [b - a for a, b in zip(model.stamps, model.stamps[1:], strict=False)]
 
@@ -109,7 +85,7 @@ def main() -> None:
     samples: dict[str, list[float]] = {name: [] for name in windows}
     for i in range(5):
         with tempfile.TemporaryDirectory() as tmp:
-            gaps = asyncio.run(one_run(Path(tmp) / "sessions.sqlite"))
+            gaps = asyncio.run(one_run(Path(tmp)))
         if i == 0:
             continue  # warm-up: imports, first table creation
         for name, (a, b) in windows.items():

@@ -13,6 +13,11 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "AgentRuntime": "soong_agent.entrypoints.sdk",
+    "tool": "soong_agent.application.tools.function",
+    "FunctionTool": "soong_agent.application.tools.function",
+    "ToolContext": "soong_agent.application.tools.base",
+    "ToolOutput": "soong_agent.application.tools.base",
+    "ToolChoice": "soong_agent.ports.model",
     "Run": "soong_agent.application.run_handle",
     "RunResult": "soong_agent.application.run_handle",
     "ApprovalRequest": "soong_agent.ports.approval",
@@ -41,6 +46,7 @@ __all__ = [
     "BudgetExceeded",
     "ConfigError",
     "Decision",
+    "FunctionTool",
     "Message",
     "MissingSecretError",
     "ModelProvider",
@@ -55,12 +61,18 @@ __all__ = [
     "SessionNotFound",
     "SessionStore",
     "SoongAgentError",
+    "ToolChoice",
+    "ToolContext",
+    "ToolOutput",
     "Usage",
     "UsageError",
+    "tool",
 ]
 
 if TYPE_CHECKING:
     from soong_agent.application.run_handle import Run, RunResult
+    from soong_agent.application.tools.base import ToolContext, ToolOutput
+    from soong_agent.application.tools.function import FunctionTool, tool
     from soong_agent.entrypoints.sdk import AgentRuntime
     from soong_agent.ports.approval import ApprovalRequest, Decision
     from soong_agent.ports.errors import (
@@ -77,7 +89,7 @@ if TYPE_CHECKING:
     )
     from soong_agent.ports.events import RunEvent
     from soong_agent.ports.messages import Message
-    from soong_agent.ports.model import ModelProvider, ModelRequest
+    from soong_agent.ports.model import ModelProvider, ModelRequest, ToolChoice
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.streaming import Usage
 

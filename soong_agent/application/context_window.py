@@ -109,7 +109,7 @@ class ContextWindow:
 
     # --- accounting -------------------------------------------------------------------------
     def _loaded(self) -> bool:
-        return self._counter is not None and bool(getattr(self._counter, "loaded", True))
+        return self._counter is not None and self._counter.loaded
 
     def _warm_up(self) -> None:
         """Start loading the tokenizer in the background, once the context is big enough that
@@ -117,9 +117,8 @@ class ContextWindow:
         if self._warming or self._loaded():
             return
         self._warming = True
-        starter = getattr(self._counter, "warm_up", None)
-        if callable(starter):
-            starter()
+        if self._counter is not None:
+            self._counter.warm_up()
 
     def _count(self, text: str) -> int:
         if self._counter is None:

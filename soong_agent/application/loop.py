@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import Compacted, ContextWindow, Trigger
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
@@ -116,6 +117,7 @@ class AgentLoop:
         settings: LoopSettings,
         tool_context: ToolContext,
         context: ContextWindow | None = None,
+        compaction: CompactionRequests | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -130,7 +132,7 @@ class AgentLoop:
         self._calls = 0  # model calls really sent (a missing API key sends none)
         self._measured = 0  # the context size of the last measure, for estimated usage
         self._context = context
-        self._compaction_requests: list[asyncio.Future[CompactionReport | None]] = []
+        self._compaction = compaction if compaction is not None else CompactionRequests()
 
     async def run(self, rec: RunRecorder, message: str, *, resumed: bool) -> RunResult:
         """Execute the run; every outcome, cancellation included, ends in a RunResult."""
@@ -218,22 +220,10 @@ class AgentLoop:
         )
 
     # --- context window (CTX-4, CTX-6) ---------------------------------------------------------
-    def request_compaction(self) -> asyncio.Future[CompactionReport | None]:
-        """Ask for a compaction before the next model call (compact tool, `run.compact()`)."""
-        future: asyncio.Future[CompactionReport | None] = asyncio.get_running_loop().create_future()
-        self._compaction_requests.append(future)
-        return future
-
-    def _settle_requests(self, report: CompactionReport | None) -> None:
-        requests, self._compaction_requests = self._compaction_requests, []
-        for future in requests:
-            if not future.done():
-                future.set_result(report)
-
     async def _fit_context(self, rec: RunRecorder) -> None:
         ctx = self._context
         if ctx is None:
-            self._settle_requests(None)
+            self._compaction.settle(None)
             return
         early = ctx.take_background(rec.history)
         if early is not None:
@@ -249,7 +239,7 @@ class AgentLoop:
             window=ctx.budget.window,
             exact=measure.exact,
         )
-        if self._compaction_requests:
+        if self._compaction:
             await self._compact(rec, "manual")
         elif ctx.over_trigger(measure) and has_earlier_context(rec.history):
             # (a path of only the request itself has nothing to compact: it is sent as is)
@@ -282,7 +272,7 @@ class AgentLoop:
             trigger=trigger,
             rungs_failed=list(report.rungs_failed),
         )
-        self._settle_requests(report)
+        self._compaction.settle(report)
 
     async def _call_model_recovering(self, rec: RunRecorder) -> _Turn:
         """One model call; a "prompt too long" answer compacts synchronously and retries once."""
@@ -409,7 +399,7 @@ class AgentLoop:
         *,
         error: BaseException | None = None,
     ) -> RunResult:
-        self._settle_requests(None)
+        self._compaction.settle(None)
         if self._context is not None:
             self._context.cancel_background()
         rec.finish(status, reason)

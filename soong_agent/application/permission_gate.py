@@ -40,9 +40,18 @@ class Ruling:
     reason: str
 
 
-def target_of(args: BaseModel, fs: FileSystem) -> tuple[permissions.TargetKind | None, str | None]:
-    """What a call acts on, for path / command / URL rules: read from its arguments."""
+def target_of(
+    args: BaseModel, fs: FileSystem, tool: Tool | None = None
+) -> tuple[permissions.TargetKind | None, str | None]:
+    """What a call acts on, for path / command / URL rules: the argument the tool declares
+    (`Tool.target_field`), else one named `command`, `url` or `path`."""
     values = dict(args)
+    if tool is not None and tool.target_field is not None and tool.target_kind is not None:
+        declared = values.get(tool.target_field)
+        if not isinstance(declared, str):
+            return None, None
+        shown = fs.display_path(declared) if tool.target_kind == "path" else declared
+        return tool.target_kind, shown
     command, url, path = values.get("command"), values.get("url"), values.get("path")
     if isinstance(command, str):
         return "command", command
@@ -134,7 +143,7 @@ class PermissionGate:
     ) -> Ruling:
         """The decision for this call, the one-line summary of what it does, and the reason."""
         scope, summary = tool.describe(args, ctx)
-        kind, target = target_of(args, ctx.fs)
+        kind, target = target_of(args, ctx.fs, tool)
         shell = None
         if kind == "command" and target is not None and self._analyzer is not None:
             shell = self._analyzer.analyze(target)

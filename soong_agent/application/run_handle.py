@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import RunEvent, RunStatus
 from soong_agent.ports.streaming import Usage
+
+if TYPE_CHECKING:
+    from soong_agent.application.compaction_requests import CompactionRequests
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,7 @@ class Run:
         run_id: str,
         cancel_timeout_s: float,
         replay_events: int = REPLAY_EVENTS,
+        compaction: CompactionRequests | None = None,
     ) -> None:
         self.session_id = session_id
         self.run_id = run_id
@@ -73,7 +77,7 @@ class Run:
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[RunResult] | None = None
         self._closed = False
-        self._compaction_hook: Callable[[], asyncio.Future[Any]] | None = None
+        self._compaction = compaction
 
     # --- the event sink side (the loop) ---------------------------------------------------
     def emit(self, event: RunEvent) -> None:
@@ -100,10 +104,6 @@ class Run:
         """Bind the task that executes the run."""
         self._task = task
         task.add_done_callback(self._on_done)
-
-    def set_compaction_hook(self, hook: Callable[[], asyncio.Future[Any]]) -> None:
-        """How `compact()` reaches the loop of this run."""
-        self._compaction_hook = hook
 
     def _on_done(self, _task: asyncio.Task[RunResult]) -> None:
         self._closed = True
@@ -144,9 +144,9 @@ class Run:
 
         Returns None when the run ended before it reached another model call.
         """
-        if self._compaction_hook is None or self.done:
+        if self._compaction is None or self.done:
             raise UsageError("the run has ended; compaction happens inside a running run")
-        return await self._compaction_hook()
+        return await self._compaction.request()
 
     async def cancel(self) -> RunResult | None:
         """Cancel the run and wait at most `runtime.cancel_timeout_ms` for its terminal state.

@@ -13,7 +13,7 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
     user_text,
 )
-from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart
+from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolSpec
 from soong_agent.ports.streaming import TextDelta
 
 SUMMARY_PROMPT = """You compact the history of a coding agent's session so that the agent can \
@@ -92,15 +92,8 @@ def message_text(message: Message) -> str:
     return "\n".join(parts)
 
 
-def tools_text(specs: Sequence[object]) -> str:
+def tools_text(specs: Sequence[ToolSpec]) -> str:
     """The tool definitions as the text they roughly cost."""
     return json.dumps(
-        [
-            {
-                "name": getattr(s, "name", ""),
-                "description": getattr(s, "description", ""),
-                "parameters": getattr(s, "parameters", {}),
-            }
-            for s in specs
-        ]
+        [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs]
     )

@@ -10,21 +10,9 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
-from soong_agent.application.loop import LoopSettings
-from soong_agent.application.run_service import RunService, RunServiceDeps
+from soong_agent.application.assembly import RunAssembler, RunPorts
+from soong_agent.application.run_service import RunService
 from soong_agent.entrypoints import factories
-
-
-def _loop_settings(loaded: Any, profile: Any, provider: Any) -> LoopSettings:
-    config, model = loaded.config, profile.model
-    return LoopSettings(
-        model_label=getattr(provider, "label", "model"),
-        max_turns=config.runtime.max_turns,
-        max_continuations=config.runtime.max_continuations,
-        max_output_tokens=model.max_output_tokens,
-        temperature=model.temperature,
-        price=model.price,
-    )
 
 
 def _context_source(loaded: object) -> object:
@@ -95,11 +83,12 @@ class Adapters(containers.DeclarativeContainer):
 
 
 class Services(containers.DeclarativeContainer):
-    """Use cases over the adapters; `approver` is what differs between entrypoints."""
+    """Use cases over the adapters; `approver` and `user_tools` are what entrypoints supply."""
 
     loaded: providers.Dependency[Any] = providers.Dependency()
     adapters = providers.DependenciesContainer()
     approver: providers.Dependency[Any] = providers.Dependency()
+    user_tools: providers.Dependency[Any] = providers.Dependency()
     todo_board = providers.Singleton(_todo_board)
     catalog = providers.Singleton(
         factories.tool_catalog,
@@ -108,59 +97,55 @@ class Services(containers.DeclarativeContainer):
         adapters.web_fetcher,
         adapters.artifact_store,
         todo_board,
+        user_tools,
     )
-    registry = providers.Callable(lambda catalog: catalog.registry, catalog)
-    settings = providers.Singleton(
-        _loop_settings, loaded, adapters.main_profile, adapters.model_provider
-    )
-    run_deps = providers.Factory(
-        RunServiceDeps,
+    ports = providers.Singleton(
+        RunPorts,
         provider=adapters.model_provider,
         store=adapters.session_store,
-        registry=registry,
         fs=adapters.filesystem,
         context=adapters.context_source,
         clock=adapters.clock,
         ids=adapters.ids,
         approver=approver,
-        permissions=providers.Callable(lambda loaded: loaded.config.permissions, loaded),
-        settings=settings,
-        cancel_timeout_s=providers.Callable(
-            lambda loaded: loaded.config.runtime.cancel_timeout_ms / 1000, loaded
-        ),
         artifacts=adapters.artifact_store,
-        max_result_chars=providers.Callable(
-            lambda loaded: loaded.config.tools.max_result_chars, loaded
-        ),
-        context_config=providers.Callable(lambda loaded: loaded.config.context, loaded),
-        compact_config=providers.Callable(lambda loaded: loaded.config.compact, loaded),
-        context_window_tokens=providers.Callable(
-            lambda profile: profile.model.context_window, adapters.main_profile
-        ),
-        provider_name=providers.Callable(
-            lambda profile: profile.model.provider, adapters.main_profile
-        ),
+        compact_provider=adapters.compact_provider,
         token_counter=adapters.token_counter,
         shell_analyzer=adapters.shell_analyzer,
-        compact_provider=adapters.compact_provider,
-        todos=providers.Callable(_todo_reader, todo_board),
     )
-    run_service = providers.Singleton(RunService, run_deps)
+    policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
+    assembler = providers.Singleton(
+        RunAssembler, ports, policies, todos=providers.Callable(_todo_reader, todo_board)
+    )
+    root_spec = providers.Singleton(
+        factories.root_spec, loaded, catalog, adapters.main_profile, adapters.model_provider
+    )
+    run_service = providers.Singleton(RunService, assembler, root_spec)
 
 
 class CliContainer(containers.DeclarativeContainer):
-    """The CLI: the terminal asks for approval."""
-
-    loaded: providers.Dependency[Any] = providers.Dependency()
-    approver: providers.Dependency[Any] = providers.Dependency()
-    adapters = providers.Container(Adapters, loaded=loaded)
-    services = providers.Container(Services, loaded=loaded, adapters=adapters, approver=approver)
-
-
-class SdkContainer(containers.DeclarativeContainer):
-    """The SDK: the caller's callback approves, or nobody does (`write_without_callback`)."""
+    """The CLI: the terminal asks for approval (`sessions` and `config` commands ask nobody)."""
 
     loaded: providers.Dependency[Any] = providers.Dependency()
     approver: providers.Object[Any] = providers.Object(None)
     adapters = providers.Container(Adapters, loaded=loaded)
-    services = providers.Container(Services, loaded=loaded, adapters=adapters, approver=approver)
+    services = providers.Container(
+        Services,
+        loaded=loaded,
+        adapters=adapters,
+        approver=approver,
+        user_tools=providers.Object([]),
+    )
+
+
+class SdkContainer(containers.DeclarativeContainer):
+    """The SDK: the caller's callback approves, or nobody does (`write_without_callback`);
+    the caller's Python functions join the tools."""
+
+    loaded: providers.Dependency[Any] = providers.Dependency()
+    approver: providers.Object[Any] = providers.Object(None)
+    user_tools: providers.Object[Any] = providers.Object([])
+    adapters = providers.Container(Adapters, loaded=loaded)
+    services = providers.Container(
+        Services, loaded=loaded, adapters=adapters, approver=approver, user_tools=user_tools
+    )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from soong_agent.ports.artifacts import ArtifactStore
-from soong_agent.ports.errors import ConfigError, MissingSecretError
+from soong_agent.ports.errors import ConfigError, MissingSecretError, UsageError
 from soong_agent.ports.model import ModelProvider
 from soong_agent.ports.process import ProcessRunner
 from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
-    from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.application.assembly import RunPolicies, RunSpec
+    from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
 
@@ -176,8 +177,10 @@ def tool_catalog(
     fetcher: WebFetcher,
     artifacts: ArtifactStore,
     board: TodoBoard,
+    user_tools: list[Tool],
 ) -> ToolCatalog:
-    """Built-in tools, declarative tools from the home, then `tools.disabled`/`overrides`."""
+    """Built-in tools, declarative tools from the home, the SDK caller's Python tools, then
+    `tools.disabled`/`overrides`. A Python tool named like another tool is a UsageError."""
     import os
 
     from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
@@ -213,8 +216,53 @@ def tool_catalog(
         env=env,
         secret_names=secrets,
     )
-    tools, warnings = apply_tool_config(tools, config)
+    taken = {t.name for t in tools} | {"compact"}  # `compact` is added to every run
+    for tool in user_tools:
+        if tool.name in taken:
+            raise UsageError(
+                f"tools: a tool named {tool.name!r} already exists (a built-in or declarative "
+                "tool, or another of yours); give yours another name with @tool(name=...)"
+            )
+        taken.add(tool.name)
+    tools, warnings = apply_tool_config([*tools, *user_tools], config)
     return ToolCatalog(ToolRegistry(tools), [*problems, *clashes, *warnings])
+
+
+def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
+    """The configuration every run of this runtime follows."""
+    from soong_agent.application.assembly import RunPolicies
+
+    config = loaded.config
+    return RunPolicies(
+        permissions=config.permissions,
+        context=config.context,
+        compact=config.compact,
+        context_window=profile.model.context_window,
+        provider_name=profile.model.provider,
+        max_result_chars=config.tools.max_result_chars,
+        cancel_timeout_s=config.runtime.cancel_timeout_ms / 1000,
+    )
+
+
+def root_spec(
+    loaded: LoadedConfig, catalog: ToolCatalog, profile: ResolvedProfile, provider: ModelProvider
+) -> RunSpec:
+    """What the root runs of this runtime are made of: the catalog's tools, the main model."""
+    from soong_agent.application.assembly import RunSpec
+    from soong_agent.application.loop import LoopSettings
+
+    runtime, model = loaded.config.runtime, profile.model
+    return RunSpec(
+        tools=catalog.registry,
+        settings=LoopSettings(
+            model_label=provider.label,
+            max_turns=runtime.max_turns,
+            max_continuations=runtime.max_continuations,
+            max_output_tokens=model.max_output_tokens,
+            temperature=model.temperature,
+            price=model.price,
+        ),
+    )
 
 
 def process_runner() -> ProcessRunner:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from soong_agent.application.run_handle import Run, RunResult
 from soong_agent.ports.errors import UsageError
@@ -18,6 +18,9 @@ from soong_agent.ports.system import Clock, IdGenerator
 if TYPE_CHECKING:
     from soong_agent.adapters.approvals.callback import ApprovalCallback
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.application.tools.base import Tool
+    from soong_agent.application.tools.function import FunctionTool
+    from soong_agent.domain.permissions import PermissionMode
     from soong_agent.entrypoints.containers import SdkContainer
 
 
@@ -36,9 +39,6 @@ def load(
     )
     project = resolve_project(None if project_dir is None else str(project_dir), cwd=Path.cwd())
     return load_config(home=home_path, project=project)
-
-
-PermissionMode = Literal["default", "accept_edits", "plan", "bypass"]
 
 
 def with_permission_mode(loaded: LoadedConfig, mode: str) -> LoadedConfig:
@@ -71,6 +71,25 @@ def parse_tool_choice(value: str | ToolChoice | None) -> ToolChoice | None:
         raise UsageError(str(exc)) from exc
 
 
+def _as_tools(items: Sequence[FunctionTool | Tool]) -> list[Tool]:
+    """The `Tool`s of `AgentRuntime(tools=...)`; anything else is a UsageError saying how."""
+    from soong_agent.application.tools.base import Tool
+    from soong_agent.application.tools.function import FunctionTool
+
+    out: list[Tool] = []
+    for item in items:
+        if isinstance(item, FunctionTool):
+            out.append(item.as_tool())
+        elif isinstance(item, Tool):
+            out.append(item)
+        else:
+            raise UsageError(
+                f"tools: {item!r} is not a tool; decorate the function with @tool "
+                "(from soong_agent import tool) to declare its permission class"
+            )
+    return out
+
+
 def not_available(agent: str | None, orchestrator: bool) -> None:
     """Agent presets and orchestrator mode arrive in a later version; say so clearly."""
     if agent is not None:
@@ -91,6 +110,8 @@ class AgentRuntime:
         approval: called when a tool call needs permission; returns ``"allow_once"``,
             ``"allow_for_session"`` or ``"deny"`` (or an awaitable of one). Without it,
             `permissions.write_without_callback` decides.
+        tools: Python functions made tools with `@soong_agent.tool` (or `Tool` objects); they
+            run through the same permissions, sandbox, artifacts and events as the built-ins.
         permission_mode: ``"default"``, ``"accept_edits"``, ``"plan"`` (read-only) or
             ``"bypass"``; overrides `permissions.mode` for this runtime.
         model, session_store, clock, ids: replace the configured adapters (tests, custom
@@ -99,7 +120,7 @@ class AgentRuntime:
 
     Raises:
         ConfigError: `config.toml` is missing or invalid.
-        UsageError: `project_dir` does not exist.
+        UsageError: `project_dir` does not exist, or a tool's name is already taken.
     """
 
     def __init__(
@@ -108,6 +129,7 @@ class AgentRuntime:
         home: str | Path | None = None,
         approval: ApprovalCallback | None = None,
         *,
+        tools: Sequence[FunctionTool | Tool] = (),
         permission_mode: PermissionMode | None = None,
         model: ModelProvider | None = None,
         compact_model: ModelProvider | None = None,
@@ -127,18 +149,22 @@ class AgentRuntime:
             from soong_agent.adapters.approvals.callback import CallbackApprover
 
             container.approver.override(providers.Object(CallbackApprover(approval)))
-        overrides: dict[str, Any] = {
-            "model_provider": model,
-            "compact_provider": compact_model or model,
-            "session_store": session_store,
-            "clock": clock,
-            "ids": ids,
-        }
-        for name, value in overrides.items():
+        adapters = container.adapters
+        replacements: list[tuple[Any, object | None]] = [
+            (adapters.model_provider, model),
+            (adapters.compact_provider, compact_model or model),
+            (adapters.session_store, session_store),
+            (adapters.clock, clock),
+            (adapters.ids, ids),
+        ]
+        for provider, value in replacements:
             if value is not None:
-                getattr(container.adapters, name).override(providers.Object(value))
+                provider.override(providers.Object(value))
         self._container: SdkContainer = container
         self._runs: list[Run] = []
+        if tools:
+            container.user_tools.override(providers.Object(_as_tools(tools)))
+            container.services.catalog()  # a name clash is reported now, not at the first run
 
     @property
     def warnings(self) -> list[str]:

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from soong_agent.ports.approval import Decision
 from soong_agent.ports.streaming import Usage
 
 RunStatus = Literal["running", "completed", "cancelled", "failed", "max_turns"]
@@ -89,7 +90,7 @@ class PermissionDecided(_Event):
     type: Literal["permission_decided"] = "permission_decided"
     call_id: str
     tool: str
-    decision: Literal["allow_once", "allow_for_session", "deny"]
+    decision: Decision
     reason: str
 
 

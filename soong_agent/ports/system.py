@@ -38,7 +38,21 @@ class SecretSource(Protocol):
 
 @runtime_checkable
 class TokenCounter(Protocol):
-    """Estimates how many tokens a text costs."""
+    """Estimates how many tokens a text costs.
+
+    A counter may be costly to load (a tokenizer's tables): `loaded` says whether `count` is
+    cheap now, and `warm_up` starts loading it in the background, so a short run never pays
+    for it. A counter that needs no loading is always `loaded` and its `warm_up` does nothing.
+    """
+
+    @property
+    def loaded(self) -> bool:
+        """Whether `count` can answer without loading anything first."""
+        ...
+
+    def warm_up(self) -> None:
+        """Start loading in the background and return at once."""
+        ...
 
     def count(self, text: str) -> int:
         """The estimated token count of `text`."""

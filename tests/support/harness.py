@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
 from soong_agent.application.loop import LoopSettings
-from soong_agent.application.run_service import RunService, RunServiceDeps
+from soong_agent.application.run_service import RunService
 from soong_agent.application.tools.base import Tool, ToolRegistry
 from soong_agent.application.tools.files import file_tools
 from soong_agent.domain.config.schema import (
@@ -52,31 +53,33 @@ class Harness:
     def service(self) -> RunService:
         if self._service is None:
             registry = ToolRegistry([*file_tools(), *self.extra_tools])
-            self._service = RunService(
-                RunServiceDeps(
+            assembler = RunAssembler(
+                RunPorts(
                     provider=self.model,
                     store=self.store,
-                    registry=registry,
                     fs=self.fs,
                     context=StaticContextSource(),
                     clock=self.clock,
                     ids=self.ids,
                     approver=self.approver,
-                    permissions=self.permissions,
-                    settings=LoopSettings(
-                        model_label="scripted",
-                        max_turns=self.max_turns,
-                        max_continuations=self.max_continuations,
-                        price=self.settings_price,
-                    ),
-                    cancel_timeout_s=2.0,
                     artifacts=self.artifacts,
+                ),
+                RunPolicies(
+                    permissions=self.permissions,
+                    context=self.context_config,
+                    compact=self.compact_config,
+                    context_window=self.context_window_tokens,
                     max_result_chars=self.max_result_chars,
-                    context_window_tokens=self.context_window_tokens,
-                    context_config=self.context_config,
-                    compact_config=self.compact_config,
-                )
+                    cancel_timeout_s=2.0,
+                ),
             )
+            settings = LoopSettings(
+                model_label="scripted",
+                max_turns=self.max_turns,
+                max_continuations=self.max_continuations,
+                price=self.settings_price,
+            )
+            self._service = RunService(assembler, RunSpec(tools=registry, settings=settings))
         return self._service
 
 

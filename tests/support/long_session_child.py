@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
+from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
 from soong_agent.application.loop import LoopSettings
-from soong_agent.application.run_service import RunService, RunServiceDeps
+from soong_agent.application.run_service import RunService
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.application.tools.files import file_tools
 from soong_agent.application.tools.todo import (
@@ -37,7 +38,7 @@ from soong_agent.application.tools.todo import (
     render_todos,
     todo_write_tool,
 )
-from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
+from soong_agent.domain.config.schema import CompactConfig, ContextConfig
 from soong_agent.ports.messages import (
     Message,
     TextBlock,
@@ -436,31 +437,33 @@ def build_service(
     board = board if board is not None else TodoBoard()
     fs = fs if fs is not None else InMemoryFileSystem(data_files())
     todo_board = board
-    return RunService(
-        RunServiceDeps(
+    assembler = RunAssembler(
+        RunPorts(
             provider=model,
             store=store,
-            registry=ToolRegistry([*file_tools(), todo_write_tool(board), *(extra_tools or [])]),
             fs=fs,
             context=StaticContextSource(),
             clock=clock,
             ids=ids,
             approver=RecordingApprover(default="allow_once"),
-            permissions=PermissionsConfig(),
-            settings=LoopSettings(model_label="scripted", max_turns=max_turns),
-            cancel_timeout_s=5.0,
-            context_config=context,
-            compact_config=compact,
-            context_window_tokens=window,
-            provider_name="openai",
             token_counter=counter if counter is not None else O200kTokenCounter(),
-            todos=lambda session_id: (
-                render_todos(todo_board.current_todos(session_id))
-                if todo_board.current_todos(session_id)
-                else ""
-            ),
-        )
+        ),
+        RunPolicies(
+            context=context,
+            compact=compact,
+            context_window=window,
+            provider_name="openai",
+            cancel_timeout_s=5.0,
+        ),
+        todos=lambda session_id: (
+            render_todos(todo_board.current_todos(session_id))
+            if todo_board.current_todos(session_id)
+            else ""
+        ),
     )
+    tools = ToolRegistry([*file_tools(), todo_write_tool(board), *(extra_tools or [])])
+    settings = LoopSettings(model_label="scripted", max_turns=max_turns)
+    return RunService(assembler, RunSpec(tools=tools, settings=settings))
 
 
 # --------------------------------------------------------------------------- the child process

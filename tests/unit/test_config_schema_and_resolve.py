@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from soong_agent.domain.config.errors import format_key_path, format_validation_error
 from soong_agent.domain.config.report import render_config_report
 from soong_agent.domain.config.resolve import (
     ResolvedProfile,
@@ -23,6 +22,7 @@ from soong_agent.domain.config.schema import (
     SoongConfig,
 )
 from soong_agent.domain.config.sources import ConfigValue, value_sources
+from soong_agent.domain.config.validation_messages import format_key_path, format_validation_error
 from soong_agent.ports.errors import ConfigError
 
 HOME = "/users/ann/.soong-agent"

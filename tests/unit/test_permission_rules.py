@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from soong_agent.domain.config.errors import format_validation_error
 from soong_agent.domain.config.schema import PermissionsConfig, SoongConfig
+from soong_agent.domain.config.validation_messages import format_validation_error
 from soong_agent.domain.permissions import (
     RuleSet,
     anchored_path,

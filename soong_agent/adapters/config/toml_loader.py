@@ -11,13 +11,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from soong_agent.domain.config.errors import format_validation_error
 from soong_agent.domain.config.resolve import (
     ResolvedProfile,
     resolve_all_profiles,
     resolve_paths,
 )
 from soong_agent.domain.config.schema import SoongConfig
+from soong_agent.domain.config.validation_messages import format_validation_error
 from soong_agent.ports.errors import ConfigError
 
 HOME_ENV = "SOONG_AGENT_HOME"

@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from soong_agent.domain.config.errors import KeyPart, format_key_path
 from soong_agent.domain.config.resolve import has_placeholder
 from soong_agent.domain.config.schema import ModelOverride, SoongConfig
+from soong_agent.domain.config.validation_messages import KeyPart, format_key_path
 
 Source = Literal["default", "file", "placeholder"]
 

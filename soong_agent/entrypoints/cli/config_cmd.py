@@ -60,7 +60,7 @@ def _budget_lines(
         window = profile.model.context_window
         try:
             if profile.purpose == "main":
-                service = CliContainer(loaded=loaded, approver=None).services.run_service()
+                service = CliContainer(loaded=loaded).services.run_service()
                 budget, system = service.fitted_budget()
                 note = f"; system prompt measured at {system}"
             else:

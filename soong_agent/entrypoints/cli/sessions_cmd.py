@@ -27,10 +27,11 @@ def _when(ts: float) -> str:
 
 
 def _store(path: str | None) -> SessionStore:
-    from soong_agent.entrypoints.factories import session_store
+    from soong_agent.entrypoints.containers import CliContainer
     from soong_agent.entrypoints.sdk import load
 
-    return session_store(load(path, None), [])
+    store: SessionStore = CliContainer(loaded=load(path, None)).adapters.session_store()
+    return store
 
 
 def list_sessions(*, path: str | None, limit: int) -> int:

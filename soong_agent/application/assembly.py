@@ -1,0 +1,233 @@
+"""The one place a run is put together: a run spec in, the loop and its collaborators out.
+
+Root runs go through `RunAssembler.assemble`; so does everything that makes a run of its own
+(`run.compact()` reaches the run's own loop through the `CompactionRequests` it builds here),
+and so will sub-agent, fork and worker runs: they differ only in the `RunSpec` they pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from soong_agent.application.compaction_requests import CompactionRequests
+from soong_agent.application.context_window import ContextWindow
+from soong_agent.application.loop import AgentLoop, LoopSettings
+from soong_agent.application.permission_gate import PermissionGate
+from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.run_handle import Run
+from soong_agent.application.summarizer import Summarizer, tools_text
+from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
+from soong_agent.application.tools.base import ToolContext, ToolRegistry
+from soong_agent.application.tools.compact import compact_tool
+from soong_agent.domain.budget import ContextBudget, compute_budget
+from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
+from soong_agent.domain.permissions import SessionGrants
+from soong_agent.domain.prompt import assemble_system_prompt
+from soong_agent.domain.token_estimate import ProviderCalibration
+from soong_agent.ports.approval import Approver
+from soong_agent.ports.artifacts import ArtifactStore
+from soong_agent.ports.errors import ConfigError, UsageError
+from soong_agent.ports.filesystem import FileSystem
+from soong_agent.ports.messages import Message
+from soong_agent.ports.model import ModelProvider, SystemPart, ToolChoice
+from soong_agent.ports.prompt import ContextSource
+from soong_agent.ports.shell import ShellAnalyzer
+from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
+from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class RunPorts:
+    """The adapters a run talks to."""
+
+    provider: ModelProvider
+    store: SessionStore
+    fs: FileSystem
+    context: ContextSource
+    clock: Clock
+    ids: IdGenerator
+    approver: Approver | None = None
+    artifacts: ArtifactStore | None = None
+    compact_provider: ModelProvider | None = None
+    """Writes compaction summaries; None: the run's own provider."""
+    token_counter: TokenCounter | None = None
+    shell_analyzer: ShellAnalyzer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunPolicies:
+    """The configuration that shapes every run of a runtime."""
+
+    permissions: PermissionsConfig = dataclasses.field(default_factory=PermissionsConfig)
+    context: ContextConfig = dataclasses.field(default_factory=ContextConfig)
+    compact: CompactConfig = dataclasses.field(default_factory=CompactConfig)
+    context_window: int = 128_000
+    provider_name: str = "openai"
+    """Which provider's tokenizer the estimates are calibrated for."""
+    max_result_chars: int = RESULT_MAX_CHARS
+    cancel_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """What one run is made of: its tools, its loop settings and this run's choices."""
+
+    tools: ToolRegistry
+    settings: LoopSettings
+    tool_choice: ToolChoice | None = None
+    """Sent with the run's first model request only."""
+
+    def for_run(self, *, tool_choice: ToolChoice | None) -> RunSpec:
+        """This spec with one run's choices; a `tool_choice` must name one of its tools."""
+        if tool_choice is not None and tool_choice.mode == "tool":
+            names = self.tools.names()
+            if tool_choice.name not in names:
+                raise UsageError(
+                    f"tool_choice names the tool {tool_choice.name!r}, which this run does not "
+                    f"have; use auto, none, required or one of: {', '.join(sorted(names))}"
+                )
+        return dataclasses.replace(self, tool_choice=tool_choice)
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledRun:
+    """A run ready to start: its handle, its loop and what records it."""
+
+    run: Run
+    loop: AgentLoop
+    recorder: RunRecorder
+
+
+class RunAssembler:
+    """Turns run specs into loops, the same way for every kind of run."""
+
+    def __init__(
+        self,
+        ports: RunPorts,
+        policies: RunPolicies,
+        *,
+        todos: Callable[[str], str] | None = None,
+    ) -> None:
+        self.ports = ports
+        self.policies = policies
+        self._todos = todos
+
+    # --- what a run would send ---------------------------------------------------------------
+    def tools_of(self, spec: RunSpec, compaction: CompactionRequests) -> ToolRegistry:
+        """The spec's tools plus the run's own `compact` tool."""
+        return ToolRegistry([*spec.tools.tools(), compact_tool(compaction.request)])
+
+    def system_prompt(self, tools: ToolRegistry) -> list[SystemPart]:
+        """The system prompt of a run with these tools (PROMPT-1)."""
+        return assemble_system_prompt(
+            tools=tools.specs(),
+            instructions=self.ports.context.instructions(),
+            environment=self.ports.context.environment(),
+        )
+
+    def budget(self, system_tokens: int = 0) -> ContextBudget:
+        """The main model's effective context budget; ConfigError when the window cannot work."""
+        p = self.policies
+        try:
+            return compute_budget(
+                context_window=p.context_window,
+                context=p.context,
+                compact=p.compact,
+                system_tokens=system_tokens,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"context budget of the model: {exc}") from exc
+
+    def fitted_budget(self, spec: RunSpec) -> tuple[ContextBudget, int]:
+        """The budget for the system prompt of a run of `spec`, counted exactly, and that
+        prompt's size (what `config check` shows)."""
+        tools = self.tools_of(spec, CompactionRequests())
+        text = _system_text(self.system_prompt(tools), tools)
+        counter = self.ports.token_counter
+        tokens = counter.count(text) if counter is not None else len(text) // 4
+        return self.budget(tokens), tokens
+
+    # --- a run ---------------------------------------------------------------------------------
+    def assemble(
+        self,
+        spec: RunSpec,
+        *,
+        session: SessionInfo,
+        run_info: RunInfo,
+        history: list[Message],
+        grants: SessionGrants,
+    ) -> AssembledRun:
+        """The loop of one run and everything it works with; nothing is written yet.
+
+        Raises ConfigError when the model's window cannot hold this run's system prompt.
+        """
+        ports, policies = self.ports, self.policies
+        compaction = CompactionRequests()
+        tools = self.tools_of(spec, compaction)
+        system = self.system_prompt(tools)
+        context = self._context_window(system, tools, session.id)
+        context.measure(history)  # a window that cannot work fails here, before any write
+        run = Run(
+            session_id=session.id,
+            run_id=run_info.id,
+            cancel_timeout_s=policies.cancel_timeout_s,
+            compaction=compaction,
+        )
+        pipeline = ToolPipeline(
+            registry=tools,
+            gate=PermissionGate(
+                approver=ports.approver,
+                policy=policies.permissions,
+                grants=grants,
+                analyzer=ports.shell_analyzer,
+            ),
+            clock=ports.clock,
+            artifacts=ports.artifacts,
+            max_result_chars=policies.max_result_chars,
+        )
+        loop = AgentLoop(
+            provider=ports.provider,
+            registry=tools,
+            pipeline=pipeline,
+            system=system,
+            settings=dataclasses.replace(spec.settings, tool_choice=spec.tool_choice),
+            tool_context=ToolContext(fs=ports.fs, session_id=session.id, run_id=run_info.id),
+            context=context,
+            compaction=compaction,
+        )
+        recorder = RunRecorder(
+            run=run,
+            store=ports.store,
+            clock=ports.clock,
+            ids=ports.ids,
+            session=session,
+            run_info=run_info,
+            history=history,
+        )
+        return AssembledRun(run=run, loop=loop, recorder=recorder)
+
+    def _context_window(
+        self, system: list[SystemPart], tools: ToolRegistry, session_id: str
+    ) -> ContextWindow:
+        ports, compact = self.ports, self.policies.compact
+        budget = self.budget()
+        todos = self._todos
+        return ContextWindow(
+            counter=ports.token_counter,
+            budget=budget,
+            compact=compact,
+            summarizer=Summarizer(
+                ports.compact_provider or ports.provider, max_summary_tokens=budget.max_summary
+            ),
+            calibration=ProviderCalibration.initial(self.policies.provider_name),
+            system_text=_system_text(system, tools),
+            instructions="\n\n".join(p.text for p in system if p.label == "instructions"),
+            todos=(lambda: todos(session_id)) if todos is not None else (lambda: ""),
+            new_id=lambda: ports.ids.new_id("msg"),
+        )
+
+
+def _system_text(system: list[SystemPart], tools: ToolRegistry) -> str:
+    return "\n\n".join(p.text for p in system) + tools_text(tools.specs())
