@@ -5,6 +5,9 @@ the tokenizer (the UTF-8 size of a text bounds its token count), so short runs s
 the non-system part passes the compaction trigger, the domain's ladder runs: micro-compaction,
 a summary by the compact model, aggressive micro-compaction, a summary of a bounded slice, and
 finally a hard reset that keeps the carry-over set. Each rung runs at most once.
+
+Slightly over our ~400-line habit: the accounting and the ladder share the per-message counts
+and are one object.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import Compacted, ContextWindow, Trigger
@@ -12,6 +12,7 @@ from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
 from soong_agent.application.tool_pipeline import ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
+from soong_agent.application.turn import Turn
 from soong_agent.domain.compaction import CompactionReport, approx_tokens, has_earlier_context
 from soong_agent.domain.config.schema import PriceConfig
 from soong_agent.domain.history import CONTINUATION_PROMPT, synthetic_results, unanswered_calls
@@ -33,18 +34,14 @@ from soong_agent.ports.events import (
     UsageEvent,
 )
 from soong_agent.ports.messages import (
-    ContentBlock,
     Message,
     TextBlock,
-    ThinkingBlock,
-    ToolCallBlock,
     ToolResultBlock,
     user_text,
 )
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolChoice
 from soong_agent.ports.streaming import (
     RetryScheduled,
-    StopReason,
     StreamFinished,
     TextDelta,
     ThinkingDelta,
@@ -71,39 +68,6 @@ class LoopSettings:
     """Sent with the first model request of the run only (then the model decides)."""
 
 
-@dataclass(slots=True)
-class _Turn:
-    """What the current model call has produced so far (kept for cancellation)."""
-
-    text: list[str] = field(default_factory=list)
-    thinking: list[str] = field(default_factory=list)
-    closed_thinking: list[ThinkingBlock] = field(default_factory=list)
-    calls: list[ToolCallBlock] = field(default_factory=list)
-    stop: StopReason = "other"
-    usage: Usage | None = None
-
-    def add_thinking(self, delta: ThinkingDelta) -> None:
-        if delta.redacted is not None:
-            self.closed_thinking.append(ThinkingBlock(text="", redacted=delta.redacted))
-            return
-        if delta.text:
-            self.thinking.append(delta.text)
-        if delta.signature is not None:
-            self.closed_thinking.append(
-                ThinkingBlock(text="".join(self.thinking), signature=delta.signature)
-            )
-            self.thinking = []
-
-    def content(self) -> list[ContentBlock]:
-        blocks: list[ContentBlock] = list(self.closed_thinking)
-        if self.thinking:
-            blocks.append(ThinkingBlock(text="".join(self.thinking)))
-        if self.text or not self.calls:
-            blocks.append(TextBlock(text="".join(self.text)))
-        blocks.extend(self.calls)
-        return blocks
-
-
 class AgentLoop:
     """Drives one run from the user's message to a terminal state."""
 
@@ -125,7 +89,7 @@ class AgentLoop:
         self._system = list(system)
         self._settings = settings
         self._ctx = tool_context
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._answer: list[str] = []
         self._usage = Usage()
         self._turns = 0
@@ -274,7 +238,7 @@ class AgentLoop:
         )
         self._compaction.settle(report)
 
-    async def _call_model_recovering(self, rec: RunRecorder) -> _Turn:
+    async def _call_model_recovering(self, rec: RunRecorder) -> Turn:
         """One model call; a "prompt too long" answer compacts synchronously and retries once."""
         ctx = self._context
         estimated = ctx.o200k_of(rec.history) if ctx is not None else None
@@ -294,8 +258,8 @@ class AgentLoop:
             ctx.recalibrate(estimated_o200k=estimated, reported=reported)
         return turn
 
-    async def _call_model(self, rec: RunRecorder) -> _Turn:
-        turn = _Turn()
+    async def _call_model(self, rec: RunRecorder) -> Turn:
+        turn = Turn()
         self._turn = turn
         rec.event(ModelCallStarted, turn=self._turns, messages=len(rec.history))
         request = ModelRequest(
@@ -356,10 +320,9 @@ class AgentLoop:
             cost_usd=cost_usd(usage, self._settings.price),
         )
 
-    def _estimated_usage(self, turn: _Turn) -> Usage:
+    def _estimated_usage(self, turn: Turn) -> Usage:
         """The token counter's estimate of a call the server reported no usage for."""
-        output = "".join(turn.text) + "".join(turn.thinking)
-        output += "".join(c.name + c.arguments for c in turn.calls)
+        output = turn.output_text()
         counted = self._context.count_text(output) if self._context is not None else None
         return Usage(
             input_tokens=self._measured,
@@ -372,7 +335,7 @@ class AgentLoop:
         turn, self._turn = self._turn, None
         streaming = turn is not None and rec.history and rec.history[-1].role != "assistant"
         if turn is not None and streaming and (turn.text or turn.thinking or turn.closed_thinking):
-            partial = _Turn(
+            partial = Turn(
                 text=turn.text, thinking=turn.thinking, closed_thinking=turn.closed_thinking
             )
             rec.add_message(Message(role="assistant", content=partial.content()))

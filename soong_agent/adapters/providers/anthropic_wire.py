@@ -21,6 +21,9 @@ refuses a body built from a valid neutral history:
 - extended thinking is only sent when the request is compatible with it (see
   `build_body`): forced tool use, a prefill, or a tool loop whose last assistant turn did not
   start with a thinking block turn it off for that one request.
+
+Longer than our ~400-line habit on purpose: the guarantees above are one set of rules over one
+wire format, and the stream parser shares its block types.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ target is not literal; `/dev/null` is not a write).
 The analysis is not `ok` (and says why in `problems`) for a syntax error, a command name that is
 not literal, a variable assignment (`PATH=… cmd` or `PATH=…; cmd` can change what runs), a
 nested interpreter whose script is not literal, or nesting deeper than `max_nesting`.
+
+Longer than our ~400-line habit on purpose: one walk over one grammar, whose node kinds and
+wrapper commands belong together.
 """
 
 from __future__ import annotations

@@ -15,6 +15,9 @@ Every hop (the first request and each redirect) goes through the same gate:
 The body is streamed and cut at ``max_bytes`` (after decompression, which is itself bounded),
 then reduced to text: HTML to readable text, text and JSON as they are, anything else to a
 one-line note.
+
+Longer than our ~400-line habit on purpose: the gate, the pinned-address transport and the
+bounded body reading are one security boundary, kept in one place to review.
 """
 
 from __future__ import annotations

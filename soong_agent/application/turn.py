@@ -1,0 +1,46 @@
+"""What the current model call has produced so far: the pieces of one assistant turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from soong_agent.ports.messages import ContentBlock, TextBlock, ThinkingBlock, ToolCallBlock
+from soong_agent.ports.streaming import StopReason, ThinkingDelta, Usage
+
+
+@dataclass(slots=True)
+class Turn:
+    """What the current model call has produced so far (kept for cancellation)."""
+
+    text: list[str] = field(default_factory=list)
+    thinking: list[str] = field(default_factory=list)
+    closed_thinking: list[ThinkingBlock] = field(default_factory=list)
+    calls: list[ToolCallBlock] = field(default_factory=list)
+    stop: StopReason = "other"
+    usage: Usage | None = None
+
+    def add_thinking(self, delta: ThinkingDelta) -> None:
+        if delta.redacted is not None:
+            self.closed_thinking.append(ThinkingBlock(text="", redacted=delta.redacted))
+            return
+        if delta.text:
+            self.thinking.append(delta.text)
+        if delta.signature is not None:
+            self.closed_thinking.append(
+                ThinkingBlock(text="".join(self.thinking), signature=delta.signature)
+            )
+            self.thinking = []
+
+    def content(self) -> list[ContentBlock]:
+        blocks: list[ContentBlock] = list(self.closed_thinking)
+        if self.thinking:
+            blocks.append(ThinkingBlock(text="".join(self.thinking)))
+        if self.text or not self.calls:
+            blocks.append(TextBlock(text="".join(self.text)))
+        blocks.extend(self.calls)
+        return blocks
+
+    def output_text(self) -> str:
+        """Everything the model wrote in this call, as one text (for a token estimate)."""
+        text = "".join(self.text) + "".join(self.thinking)
+        return text + "".join(c.name + c.arguments for c in self.calls)
