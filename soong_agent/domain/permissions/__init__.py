@@ -17,7 +17,6 @@ from soong_agent.domain.permissions.decision import (
     Verdict,
     rank,
     strictest,
-    without_approver,
 )
 from soong_agent.domain.permissions.grants import (
     SessionGrants,
@@ -30,7 +29,7 @@ from soong_agent.domain.permissions.grants import (
     session_scopes,
     url_scope,
 )
-from soong_agent.domain.permissions.policy import decide, rules_for
+from soong_agent.domain.permissions.policy import decide, rules_for, without_approver
 from soong_agent.domain.permissions.request import PermissionRequest, TargetKind
 from soong_agent.domain.permissions.rules import (
     Rule,

@@ -3,19 +3,14 @@
 Like codex's execpolicy, when several rules (or several simple commands of one command line)
 give a verdict, the strictest one decides: a deny beats an ask, an ask beats an allow. The
 user's answer to an ask is the approval port's `Decision` (``allow_once``, ``allow_for_session``,
-``deny``); `without_approver` gives it when nobody can be asked.
+``deny``); `policy.without_approver` gives it when nobody can be asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, assert_never
-
-from soong_agent.ports.approval import Decision
-
-if TYPE_CHECKING:  # the config schema imports this package: no import cycle at run time
-    from soong_agent.domain.config.schema import PermissionsConfig
+from typing import Literal, assert_never
 
 Outcome = Literal["allow", "ask", "deny"]
 """What the policy says before anyone is asked, ordered by `rank`: allow < ask < deny."""
@@ -67,10 +62,3 @@ def strictest(verdicts: Iterable[Verdict]) -> Verdict | None:
         if chosen is None or verdict.rank > chosen.rank:
             chosen = verdict
     return chosen
-
-
-def without_approver(policy: PermissionsConfig) -> tuple[Decision, str]:
-    """The decision when a call needs approval and nobody can be asked."""
-    if policy.write_without_callback == "allow":
-        return "allow_once", "no approval callback; permissions.write_without_callback = 'allow'"
-    return "deny", "no approval callback; permissions.write_without_callback = 'deny'"

@@ -35,6 +35,7 @@ from soong_agent.domain.permissions.request import PermissionRequest
 from soong_agent.domain.permissions.rules import Rule, RuleSet
 from soong_agent.domain.permissions.shell import fallback_analysis, show_command
 from soong_agent.domain.permissions.targets import url_host
+from soong_agent.ports.approval import Decision
 from soong_agent.ports.shell import ShellAnalysis, SimpleCommand
 
 if TYPE_CHECKING:  # the config schema imports this package: no import cycle at run time
@@ -272,3 +273,10 @@ def _simple_command_verdict(
         return Verdict("ask", f'{base}: "{shown}" {uncovered}')
     label = f"allowed for this session: {describe_scope(tool, granted, 'command')}"
     return Verdict("allow", label, "grant")
+
+
+def without_approver(policy: PermissionsConfig) -> tuple[Decision, str]:
+    """The decision when a call needs approval and nobody can be asked."""
+    if policy.write_without_callback == "allow":
+        return "allow_once", "no approval callback; permissions.write_without_callback = 'allow'"
+    return "deny", "no approval callback; permissions.write_without_callback = 'deny'"
