@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import assert_never
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import Compacted, ContextWindow, Trigger
@@ -274,29 +275,32 @@ class AgentLoop:
         try:
             async for item in self._provider.stream(request):
                 sent = True
-                if isinstance(item, TextDelta):
-                    turn.text.append(item.text)
-                    rec.event(TextDeltaEvent, text=item.text)
-                elif isinstance(item, ToolCallReady):
-                    turn.calls.append(item.call)
-                elif isinstance(item, ThinkingDelta):
-                    turn.add_thinking(item)
-                    if item.text:
-                        rec.event(ThinkingDeltaEvent, text=item.text)
-                elif isinstance(item, UsageReported):
-                    turn.usage = item.usage
-                    self._add_usage(rec, item.usage)
-                elif isinstance(item, StreamFinished):
-                    turn.stop = item.stop_reason
-                elif isinstance(item, RetryScheduled):
-                    rec.event(
-                        ModelRetry,
-                        kind=item.kind,
-                        reason=item.reason,
-                        attempt=item.attempt,
-                        max_attempts=item.max_attempts,
-                        delay_s=item.delay_s,
-                    )
+                match item:
+                    case TextDelta():
+                        turn.text.append(item.text)
+                        rec.event(TextDeltaEvent, text=item.text)
+                    case ToolCallReady():
+                        turn.calls.append(item.call)
+                    case ThinkingDelta():
+                        turn.add_thinking(item)
+                        if item.text:
+                            rec.event(ThinkingDeltaEvent, text=item.text)
+                    case UsageReported():
+                        turn.usage = item.usage
+                        self._add_usage(rec, item.usage)
+                    case StreamFinished():
+                        turn.stop = item.stop_reason
+                    case RetryScheduled():
+                        rec.event(
+                            ModelRetry,
+                            kind=item.kind,
+                            reason=item.reason,
+                            attempt=item.attempt,
+                            max_attempts=item.max_attempts,
+                            delay_s=item.delay_s,
+                        )
+                    case _:
+                        assert_never(item)
         except ConfigError:
             raise  # nothing was sent (e.g. the API key is missing)
         except BaseException:

@@ -69,24 +69,27 @@ class Renderer:
         self._err.flush()
 
     def handle(self, event: RunEvent) -> None:
-        if isinstance(event, TextDeltaEvent):
-            self._out.write(event.text)
-            self._out.flush()
-            self._mid_line = not event.text.endswith("\n")
-        elif isinstance(event, ToolCallRequested):
-            self.status(f"● {call_preview(event.name, event.arguments)}")
-        elif isinstance(event, PermissionDecided) and event.decision == "deny":
-            self.status(f"  ✗ denied: {event.reason}")
-        elif isinstance(event, ToolResultEvent):
-            mark = "✗" if event.is_error else "✓"
-            self.status(f"  {mark} {_first_line(event.content)}")
-        elif isinstance(event, ErrorEvent) and not event.fatal:
-            self.status(f"  ! {event.message}")
-        elif isinstance(event, ModelRetry):
-            self.status(
-                f"  ↻ {event.kind}: {event.reason}; retrying in {event.delay_s:.1f} s "
-                f"(attempt {event.attempt + 1} of {event.max_attempts})"
-            )
+        match event:
+            case TextDeltaEvent():
+                self._out.write(event.text)
+                self._out.flush()
+                self._mid_line = not event.text.endswith("\n")
+            case ToolCallRequested():
+                self.status(f"● {call_preview(event.name, event.arguments)}")
+            case PermissionDecided(decision="deny"):
+                self.status(f"  ✗ denied: {event.reason}")
+            case ToolResultEvent():
+                mark = "✗" if event.is_error else "✓"
+                self.status(f"  {mark} {_first_line(event.content)}")
+            case ErrorEvent(fatal=False):
+                self.status(f"  ! {event.message}")
+            case ModelRetry():
+                self.status(
+                    f"  ↻ {event.kind}: {event.reason}; retrying in {event.delay_s:.1f} s "
+                    f"(attempt {event.attempt + 1} of {event.max_attempts})"
+                )
+            case _:
+                pass  # the other events are for the store and SDK readers, not the terminal
 
     def finished(self, result: RunResult) -> None:
         self._end_text_line()
