@@ -9,6 +9,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHMARKS = [
     "bench_loop.py",
+    "bench_runs.py",
     "bench_stream_parse.py",
     "bench_session_store.py",
     "bench_tokens.py",

@@ -81,6 +81,8 @@ class RunSpec:
 
     def for_run(self, *, tool_choice: ToolChoice | None) -> RunSpec:
         """This spec with one run's choices; a `tool_choice` must name one of its tools."""
+        if tool_choice is None and self.tool_choice is None:
+            return self
         if tool_choice is not None and tool_choice.mode == "tool":
             names = self.tools.names()
             if tool_choice.name not in names:
@@ -192,7 +194,11 @@ class RunAssembler:
             registry=tools,
             pipeline=pipeline,
             system=system,
-            settings=dataclasses.replace(spec.settings, tool_choice=spec.tool_choice),
+            settings=(
+                spec.settings
+                if spec.settings.tool_choice == spec.tool_choice
+                else dataclasses.replace(spec.settings, tool_choice=spec.tool_choice)
+            ),
             tool_context=ToolContext(fs=ports.fs, session_id=session.id, run_id=run_info.id),
             context=context,
             compaction=compaction,

@@ -173,8 +173,7 @@ class AgentLoop:
                         kind="continuation",
                     )
                 )
-            else:
-                await rec.commit()
+            else:  # the answer is written with the run's end, in one transaction (`_finish`)
                 if turn.stop == "max_tokens":
                     return "completed", "the answer hit the output token limit"
                 return "completed", None

@@ -58,13 +58,15 @@ class RunRecorder:
         return event
 
     def add_message(self, message: Message) -> Message:
-        """Append a message to the active path, giving it an id and its parent."""
-        stored = message.model_copy(
-            update={"id": message.id or self._ids.new_id("msg"), "parent_id": self.leaf_id}
-        )
-        self.history.append(stored)
-        self._messages.append(stored)
-        return stored
+        """Append a message to the active path, giving it an id (when it has none) and its
+        parent. The message itself is recorded, not a copy: the caller hands over a message
+        it built for this, and must not change it afterwards."""
+        if not message.id:
+            message.id = self._ids.new_id("msg")
+        message.parent_id = self.leaf_id
+        self.history.append(message)
+        self._messages.append(message)
+        return message
 
     def replace_path(self, messages: list[Message]) -> None:
         """Make `messages` the active path (after a compaction), stored as new messages.

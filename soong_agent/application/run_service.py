@@ -22,6 +22,7 @@ class RunService:
         self._assembler = assembler
         self._root = root
         self._grants: dict[str, SessionGrants] = {}
+        self._active: dict[str, int] = {}  # runs in progress per session
 
     def fitted_budget(self) -> tuple[ContextBudget, int]:
         """The main model's budget for a root run's system prompt, and that prompt's size."""
@@ -85,16 +86,27 @@ class RunService:
             started_at=now,
             model=spec.settings.model_label,
         )
+        grants = self._grants.setdefault(session.id, SessionGrants())
         assembled = self._assembler.assemble(
-            spec,
-            session=session,
-            run_info=run_info,
-            history=history,
-            grants=self._grants.setdefault(session.id, SessionGrants()),
+            spec, session=session, run_info=run_info, history=history, grants=grants
         )
         task = asyncio.create_task(
             assembled.loop.run(assembled.recorder, message, resumed=session_id is not None),
             name=f"soong-run-{run_info.id}",
         )
+        self._active[session.id] = self._active.get(session.id, 0) + 1
+        task.add_done_callback(lambda _: self._run_ended(session.id))
         assembled.run.attach(task)
         return assembled.run
+
+    def _run_ended(self, session_id: str) -> None:
+        """When a session's last active run ends without grants, drop its empty grant set, so
+        that serving many sessions stays flat in memory (a grant, once given, lives as long as
+        the runtime)."""
+        active = self._active.pop(session_id, 1) - 1
+        if active > 0:
+            self._active[session_id] = active
+            return
+        grants = self._grants.get(session_id)
+        if grants is not None and len(grants) == 0:
+            del self._grants[session_id]

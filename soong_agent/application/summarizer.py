@@ -92,8 +92,24 @@ def message_text(message: Message) -> str:
     return "\n".join(parts)
 
 
+_TOOLS_TEXT: dict[tuple[int, ...], tuple[Sequence[ToolSpec], str]] = {}
+_TOOLS_TEXT_MAX = 64
+
+
 def tools_text(specs: Sequence[ToolSpec]) -> str:
-    """The tool definitions as the text they roughly cost."""
-    return json.dumps(
+    """The tool definitions as the text they roughly cost.
+
+    Remembered per set of spec objects (a runtime's runs send the same ones, and the specs of
+    a tool are built once): serialising ~15 schemas costs ~70 µs a run otherwise.
+    """
+    key = tuple(id(s) for s in specs)
+    hit = _TOOLS_TEXT.get(key)
+    if hit is not None:
+        return hit[1]
+    text = json.dumps(
         [{"name": s.name, "description": s.description, "parameters": s.parameters} for s in specs]
     )
+    if len(_TOOLS_TEXT) >= _TOOLS_TEXT_MAX:
+        _TOOLS_TEXT.clear()
+    _TOOLS_TEXT[key] = (list(specs), text)  # the specs stay alive, so their ids stay theirs
+    return text

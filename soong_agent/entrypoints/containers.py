@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dependency_injector import containers, providers
-
 from soong_agent.application.assembly import RunAssembler, RunPorts
 from soong_agent.application.run_service import RunService
 from soong_agent.entrypoints import factories
+from soong_agent.entrypoints.di import containers, providers
 
 
 def _context_source(loaded: object) -> object:

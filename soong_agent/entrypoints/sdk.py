@@ -8,20 +8,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soong_agent.application.run_handle import Run, RunResult
 from soong_agent.ports.errors import UsageError
-from soong_agent.ports.messages import Message
-from soong_agent.ports.model import ModelProvider, ToolChoice
-from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
-from soong_agent.ports.system import Clock, IdGenerator
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import AgentRuntime`
+    # must stay cheap; what is needed at run time is imported where it is used
     from soong_agent.adapters.approvals.callback import ApprovalCallback
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.application.run_handle import Run, RunResult
     from soong_agent.application.tools.base import Tool
     from soong_agent.application.tools.function import FunctionTool
     from soong_agent.domain.permissions import PermissionMode
     from soong_agent.entrypoints.containers import SdkContainer
+    from soong_agent.ports.messages import Message
+    from soong_agent.ports.model import ModelProvider, ToolChoice
+    from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
+    from soong_agent.ports.system import Clock, IdGenerator
 
 
 def load(
@@ -63,6 +64,8 @@ def with_permission_mode(loaded: LoadedConfig, mode: str) -> LoadedConfig:
 
 def parse_tool_choice(value: str | ToolChoice | None) -> ToolChoice | None:
     """A `tool_choice` argument as the port type; UsageError for an empty one."""
+    from soong_agent.ports.model import ToolChoice
+
     if value is None or isinstance(value, ToolChoice):
         return value
     try:
@@ -137,9 +140,8 @@ class AgentRuntime:
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
     ) -> None:
-        from dependency_injector import providers
-
         from soong_agent.entrypoints.containers import SdkContainer
+        from soong_agent.entrypoints.di import providers
 
         self.loaded = load(project_dir, home)
         if permission_mode is not None:
@@ -211,6 +213,9 @@ class AgentRuntime:
             from_message=from_message,
             tool_choice=parse_tool_choice(tool_choice),
         )
+        # only unfinished runs are kept (for aclose); a finished one belongs to its caller alone,
+        # so a long-lived runtime serving many runs stays flat in memory
+        self._runs = [r for r in self._runs if not r.done]
         self._runs.append(run)
         return run
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import time
 
 
@@ -17,7 +18,14 @@ class SystemClock:
 
 
 class RandomIds:
-    """Ids that sort by creation time: a prefix, 8 hex digits of seconds, 12 random hex digits."""
+    """Ids that sort by creation time: a prefix, 8 hex digits of seconds, 12 random hex digits.
+
+    The random part comes from a generator seeded from the OS once per instance: ids must be
+    unique, not secret, and a system call per message id would cost more than the rest.
+    """
+
+    def __init__(self) -> None:
+        self._random = random.Random(os.urandom(16))
 
     def new_id(self, prefix: str) -> str:
-        return f"{prefix}_{int(time.time()):08x}{os.urandom(6).hex()}"
+        return f"{prefix}_{int(time.time()):08x}{self._random.getrandbits(48):012x}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 from pathlib import Path
 
@@ -12,23 +13,52 @@ _MAX_DOC_BYTES = 64 * 1024
 _NAMES = ("CLAUDE.md", "AGENTS.md")
 
 
-def _read(path: Path, label: str) -> InstructionDoc | None:
+def _read(path: str, label: str) -> InstructionDoc | None:
     try:
-        data = path.read_bytes()[:_MAX_DOC_BYTES]
+        with open(path, "rb") as file:
+            data = file.read(_MAX_DOC_BYTES)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
         return None
     text = data.decode("utf-8", errors="replace").strip()
     return InstructionDoc(source=label, text=text) if text else None
 
 
-def _git_state(project: Path) -> str | None:
+def _markdown_below(folder: str) -> list[str]:
+    """The `*.md` files below `folder` (recursively), as sorted paths relative to it."""
+    found: list[str] = []
+    stack = [""]
+    while stack:
+        relative = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(folder, relative)))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = f"{relative}/{entry.name}" if relative else entry.name
+            if entry.is_dir():
+                stack.append(rel)
+            elif entry.name.endswith(".md") and entry.is_file():
+                found.append(rel)
+    return sorted(found)
+
+
+def _is_repo(folder: Path) -> bool:
+    return os.path.isfile(os.path.join(folder, ".git", "HEAD"))
+
+
+def _git_root(project: Path) -> Path | None:
     for folder in (project, *project.parents):
-        head = folder / ".git" / "HEAD"
-        if head.is_file():
-            ref = head.read_text(encoding="utf-8", errors="replace").strip()
-            branch = ref.removeprefix("ref: refs/heads/") if ref.startswith("ref:") else ref[:12]
-            return f"git repository at {folder}, on {branch}"
+        if _is_repo(folder):
+            return folder
     return None
+
+
+def _branch(root: Path) -> str | None:
+    try:
+        ref = (root / ".git" / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    return ref.removeprefix("ref: refs/heads/") if ref.startswith("ref:") else ref[:12]
 
 
 class FileContextSource:
@@ -38,31 +68,41 @@ class FileContextSource:
         self._home = home
         self._project = project
         self._today = today
+        self._platform: str | None = None
+        self._git: Path | None = None  # the repository root, looked for once (its branch is
+        self._searched = False  # read every time: it changes between runs)
 
     def instructions(self) -> list[InstructionDoc]:
+        """Read afresh for every run (the user may edit them between runs)."""
+        home, project = str(self._home), str(self._project)
         docs: list[InstructionDoc] = []
         for name in _NAMES:
-            doc = _read(self._home / name, f"${{SOONG_AGENT_HOME}}/{name}")
+            doc = _read(os.path.join(home, name), f"${{SOONG_AGENT_HOME}}/{name}")
             if doc:
                 docs.append(doc)
-        rules = self._home / "rules"
-        if rules.is_dir():
-            for path in sorted(rules.rglob("*.md")):
-                rel = path.relative_to(rules).as_posix()
-                doc = _read(path, f"${{SOONG_AGENT_HOME}}/rules/{rel}")
+        rules = os.path.join(home, "rules")
+        if os.path.isdir(rules):
+            for rel in _markdown_below(rules):
+                doc = _read(os.path.join(rules, rel), f"${{SOONG_AGENT_HOME}}/rules/{rel}")
                 if doc:
                     docs.append(doc)
         for name in _NAMES:
-            doc = _read(self._project / name, f"<project>/{name}")
+            doc = _read(os.path.join(project, name), f"<project>/{name}")
             if doc:
                 docs.append(doc)
         return docs
 
     def environment(self) -> EnvironmentInfo:
         today = self._today or dt.date.today()
+        if self._platform is None:
+            self._platform = f"{platform.system()} {platform.release()} ({platform.machine()})"
+        if not self._searched or (self._git is None and _is_repo(self._project)):
+            self._git, self._searched = _git_root(self._project), True
+        branch = _branch(self._git) if self._git is not None else None
+        if branch is None and self._git is not None:  # the repository went away
+            self._git = _git_root(self._project)
+            branch = _branch(self._git) if self._git is not None else None
+        git = f"git repository at {self._git}, on {branch}" if branch is not None else None
         return EnvironmentInfo(
-            cwd=str(self._project),
-            platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
-            date=today.isoformat(),
-            git=_git_state(self._project),
+            cwd=str(self._project), platform=self._platform, date=today.isoformat(), git=git
         )

