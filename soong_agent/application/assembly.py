@@ -25,6 +25,7 @@ from soong_agent.domain.budget import ContextBudget, compute_budget
 from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.prompt import assemble_system_prompt
+from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.token_estimate import ProviderCalibration
 from soong_agent.ports.approval import Approver
 from soong_agent.ports.artifacts import ArtifactStore
@@ -79,10 +80,11 @@ class RunSpec:
     tool_choice: ToolChoice | None = None
     """Sent with the run's first model request only."""
 
-    def for_run(self, *, tool_choice: ToolChoice | None) -> RunSpec:
-        """This spec with one run's choices; a `tool_choice` must name one of its tools."""
-        if tool_choice is None and self.tool_choice is None:
-            return self
+    def for_run(
+        self, *, tool_choice: ToolChoice | None = None, limits: RunLimits | None = None
+    ) -> RunSpec:
+        """This spec with one run's choices: a `tool_choice` (it must name one of the tools)
+        and budgets that replace the configured ones they set."""
         if tool_choice is not None and tool_choice.mode == "tool":
             names = self.tools.names()
             if tool_choice.name not in names:
@@ -90,7 +92,12 @@ class RunSpec:
                     f"tool_choice names the tool {tool_choice.name!r}, which this run does not "
                     f"have; use auto, none, required or one of: {', '.join(sorted(names))}"
                 )
-        return dataclasses.replace(self, tool_choice=tool_choice)
+        if tool_choice is None and limits is None:
+            return self
+        settings = self.settings
+        if limits is not None:
+            settings = dataclasses.replace(settings, limits=settings.limits.merged(limits))
+        return dataclasses.replace(self, settings=settings, tool_choice=tool_choice)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +209,7 @@ class RunAssembler:
             tool_context=ToolContext(fs=ports.fs, session_id=session.id, run_id=run_info.id),
             context=context,
             compaction=compaction,
+            clock=ports.clock,
         )
         recorder = RunRecorder(
             run=run,

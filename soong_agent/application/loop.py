@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import assert_never
 
 from soong_agent.application.compaction_requests import CompactionRequests
-from soong_agent.application.context_window import Compacted, ContextWindow, Trigger
+from soong_agent.application.context_fitting import ContextFitting
+from soong_agent.application.context_window import ContextWindow
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
+from soong_agent.application.steering import Steering
 from soong_agent.application.tool_pipeline import ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
 from soong_agent.application.turn import Turn
-from soong_agent.domain.compaction import CompactionReport, approx_tokens, has_earlier_context
+from soong_agent.domain.compaction import approx_tokens
 from soong_agent.domain.config.schema import PriceConfig
 from soong_agent.domain.history import CONTINUATION_PROMPT, synthetic_results, unanswered_calls
+from soong_agent.domain.run_limits import RunLimits
+from soong_agent.domain.stuck import StuckSettings
 from soong_agent.domain.usage import cost_usd
 from soong_agent.ports.errors import ConfigError, ProviderError, SoongAgentError
 from soong_agent.ports.events import (
-    CompactionEvent,
-    ContextMeasured,
     ErrorEvent,
     ModelCallStarted,
     ModelRetry,
@@ -50,6 +52,7 @@ from soong_agent.ports.streaming import (
     Usage,
     UsageReported,
 )
+from soong_agent.ports.system import Clock
 
 INTERRUPTED = "This tool call did not run: the run was interrupted before it finished."
 CANCELLED = "This tool call did not finish: the user cancelled the run."
@@ -67,6 +70,8 @@ class LoopSettings:
     price: PriceConfig | None = None
     tool_choice: ToolChoice | None = None
     """Sent with the first model request of the run only (then the model decides)."""
+    limits: RunLimits = field(default_factory=RunLimits)
+    stuck: StuckSettings = field(default_factory=StuckSettings)
 
 
 class AgentLoop:
@@ -83,6 +88,7 @@ class AgentLoop:
         tool_context: ToolContext,
         context: ContextWindow | None = None,
         compaction: CompactionRequests | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -95,9 +101,15 @@ class AgentLoop:
         self._usage = Usage()
         self._turns = 0
         self._calls = 0  # model calls really sent (a missing API key sends none)
-        self._measured = 0  # the context size of the last measure, for estimated usage
         self._context = context
         self._compaction = compaction if compaction is not None else CompactionRequests()
+        self._fitting = ContextFitting(context, self._compaction)
+        self._clock = clock
+        self._steering = Steering(
+            stuck=settings.stuck,
+            limits=settings.limits,
+            started=clock.monotonic() if clock is not None else 0.0,
+        )
 
     async def run(self, rec: RunRecorder, message: str, *, resumed: bool) -> RunResult:
         """Execute the run; every outcome, cancellation included, ends in a RunResult."""
@@ -148,12 +160,20 @@ class AgentLoop:
     async def _react(self, rec: RunRecorder) -> tuple[RunStatus, str | None]:
         continuations = 0
         while self._turns < self._settings.max_turns:
+            spent = self._budget_spent(rec)
+            if spent is not None:
+                return "budget_exhausted", spent
             self._turns += 1
-            await self._fit_context(rec)
-            turn = await self._call_model_recovering(rec)
+            await self._fitting.fit(rec)
+            try:
+                turn = await self._call_model_in_time(rec)
+            except TimeoutError:
+                self._close_open_turn(rec, INTERRUPTED)
+                return "budget_exhausted", self._budget_spent(rec, out_of_time=True)
             assistant = rec.add_message(Message(role="assistant", content=turn.content()))
             self._turn = None
             self._answer.append(assistant.text)
+            tools: Message | None = None
             if turn.calls:
                 self._answer = []
                 for call in turn.calls:
@@ -163,7 +183,7 @@ class AgentLoop:
                 self._turn = turn
                 results = await self._pipeline.run_all(turn.calls, rec, self._ctx)
                 self._turn = None
-                rec.add_message(Message(role="tool", content=list(results)))
+                tools = rec.add_message(Message(role="tool", content=list(results)))
             elif turn.stop == "max_tokens" and continuations < self._settings.max_continuations:
                 continuations += 1
                 rec.add_message(
@@ -177,66 +197,38 @@ class AgentLoop:
                 if turn.stop == "max_tokens":
                     return "completed", "the answer hit the output token limit"
                 return "completed", None
+            steer = self._steering.after_turn(
+                rec,
+                index=self._turns,
+                assistant=assistant,
+                tools=tools,
+                compacted=self._fitting.compacted,
+            )
+            if steer is not None and steer.action == "stop":
+                return "stuck", steer.message
             await rec.commit_pipelined()
         return (
             "max_turns",
             f"stopped after {self._settings.max_turns} model calls (runtime.max_turns)",
         )
 
-    # --- context window (CTX-4, CTX-6) ---------------------------------------------------------
-    async def _fit_context(self, rec: RunRecorder) -> None:
-        ctx = self._context
-        if ctx is None:
-            self._compaction.settle(None)
-            return
-        early = ctx.take_background(rec.history)
-        if early is not None:
-            self._apply_compaction(rec, early, trigger="background")
-        measure = ctx.measure(rec.history)
-        self._measured = measure.system_tokens + measure.non_system_tokens
-        rec.event(
-            ContextMeasured,
-            system_tokens=measure.system_tokens,
-            non_system_tokens=measure.non_system_tokens,
-            non_system_budget=ctx.budget.non_system,
-            compact_trigger=ctx.budget.compact_trigger,
-            window=ctx.budget.window,
-            exact=measure.exact,
-        )
-        if self._compaction:
-            await self._compact(rec, "manual")
-        elif ctx.over_trigger(measure) and has_earlier_context(rec.history):
-            # (a path of only the request itself has nothing to compact: it is sent as is)
-            await self._compact(rec, "budget")
-        else:
-            ctx.maybe_start_background(rec.history, measure)
+    # --- budgets (runtime.max_cost_usd / max_tokens / max_wall_ms) ---------------------------
+    def _now(self) -> float:
+        return self._clock.monotonic() if self._clock is not None else 0.0
 
-    async def _compact(self, rec: RunRecorder, trigger: Trigger) -> CompactionReport | None:
-        if self._context is None:
-            return None
-        result = await self._context.compact(rec.history, trigger=trigger)
-        problems, self._context.problems = self._context.problems, []
-        for problem in problems:
-            rec.event(ErrorEvent, kind="compaction", message=problem, fatal=False)
-        self._apply_compaction(rec, result, trigger=trigger)
-        return result.report
-
-    def _apply_compaction(self, rec: RunRecorder, result: Compacted, *, trigger: str) -> None:
-        if result.messages is not None:
-            rec.replace_path(result.messages)
-            if self._context is not None:
-                self._context.reset(rec.history)
-        report = result.report
-        rec.event(
-            CompactionEvent,
-            strategy=report.strategy if result.messages is not None else "none",
-            tokens_before=report.tokens_before,
-            tokens_after=report.tokens_after,
-            dropped=list(report.dropped),
-            trigger=trigger,
-            rungs_failed=list(report.rungs_failed),
+    def _budget_spent(self, rec: RunRecorder, *, out_of_time: bool = False) -> str | None:
+        cost = cost_usd(self._usage, self._settings.price)
+        return self._steering.budget_spent(
+            rec, self._usage, cost, self._now(), out_of_time=out_of_time
         )
-        self._compaction.settle(report)
+
+    async def _call_model_in_time(self, rec: RunRecorder) -> Turn:
+        """The model call, cut off when the wall-time budget runs out (TimeoutError)."""
+        left = self._steering.time_left(self._now())
+        if left is None:
+            return await self._call_model_recovering(rec)
+        async with asyncio.timeout(left):
+            return await self._call_model_recovering(rec)
 
     async def _call_model_recovering(self, rec: RunRecorder) -> Turn:
         """One model call; a "prompt too long" answer compacts synchronously and retries once."""
@@ -249,7 +241,7 @@ class AgentLoop:
                 raise
             self._turn = None
             rec.event(ErrorEvent, kind=exc.kind, message=str(exc), fatal=False)
-            await self._compact(rec, "recovery")
+            await self._fitting.compact(rec, "recovery")
             estimated = None
             turn = await self._call_model(rec)
         if ctx is not None and turn.usage is not None:
@@ -328,7 +320,7 @@ class AgentLoop:
         output = turn.output_text()
         counted = self._context.count_text(output) if self._context is not None else None
         return Usage(
-            input_tokens=self._measured,
+            input_tokens=self._fitting.measured,
             output_tokens=counted if counted is not None else approx_tokens(output),
             estimated=True,
         )

@@ -8,6 +8,7 @@ from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.run_handle import Run
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
+from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import SessionNotFound, UsageError
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
@@ -55,18 +56,25 @@ class RunService:
         session_id: str | None = None,
         from_message: str | None = None,
         tool_choice: ToolChoice | None = None,
+        limits: RunLimits | None = None,
     ) -> Run:
         """Begin a run in the background and return its handle.
 
         `session_id` resumes a session; with `from_message` (a user message of it) the run
         starts a new branch: its message replaces that one, and the rest of the old path stays
-        in the store as another branch. `tool_choice` applies to the run's first model request.
+        in the store as another branch. `tool_choice` applies to the run's first model request;
+        `limits` replace the configured budgets they set, for this run.
         """
         if not message.strip():
             raise UsageError("the message is empty; say what the agent should do")
         if from_message is not None and session_id is None:
             raise UsageError("from_message needs the session_id of the session to branch")
-        spec = self._root.for_run(tool_choice=tool_choice)
+        spec = self._root.for_run(tool_choice=tool_choice, limits=limits)
+        if spec.settings.limits.max_cost_usd is not None and spec.settings.price is None:
+            raise UsageError(
+                "a cost budget (max_cost_usd, --max-cost) needs the model's prices: set "
+                "[model.price] in config.toml"
+            )
         ports = self._assembler.ports
         now = ports.clock.now()
         history: list[Message] = []

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import
     from soong_agent.application.tools.base import Tool
     from soong_agent.application.tools.function import FunctionTool
     from soong_agent.domain.permissions import PermissionMode
+    from soong_agent.domain.run_limits import RunLimits
     from soong_agent.entrypoints.containers import SdkContainer
     from soong_agent.ports.messages import Message
     from soong_agent.ports.model import ModelProvider, ToolChoice
@@ -60,6 +61,21 @@ def with_permission_mode(loaded: LoadedConfig, mode: str) -> LoadedConfig:
         ) from exc
     config = loaded.config.model_copy(update={"permissions": permissions})
     return dataclasses.replace(loaded, config=config)
+
+
+def parse_limits(
+    max_cost_usd: float | None, max_tokens: int | None, max_wall_ms: int | None
+) -> RunLimits | None:
+    """Per-run budgets as the domain type (None when none is set); UsageError when one is not
+    positive."""
+    if max_cost_usd is None and max_tokens is None and max_wall_ms is None:
+        return None
+    from soong_agent.domain.run_limits import RunLimits
+
+    try:
+        return RunLimits(max_cost_usd=max_cost_usd, max_tokens=max_tokens, max_wall_ms=max_wall_ms)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def parse_tool_choice(value: str | ToolChoice | None) -> ToolChoice | None:
@@ -192,6 +208,9 @@ class AgentRuntime:
         *,
         from_message: str | None = None,
         tool_choice: str | ToolChoice | None = None,
+        max_cost_usd: float | None = None,
+        max_tokens: int | None = None,
+        max_wall_ms: int | None = None,
     ) -> Run:
         """Start a run; `session_id` resumes that session. Returns the run's handle.
 
@@ -199,7 +218,9 @@ class AgentRuntime:
         a new branch there: its message takes that message's place, and the old continuation
         stays stored as another branch. `tool_choice` (``"auto"``, ``"none"``, ``"required"``
         or a tool's name) applies to the run's first model request; later requests leave the
-        choice to the model.
+        choice to the model. `max_cost_usd`, `max_tokens` (input + output over the run) and
+        `max_wall_ms` cap this run, replacing `runtime.*` for it; reaching one ends the run at a
+        turn boundary with status ``budget_exhausted`` (the session stays resumable).
 
         Raises:
             UsageError: an empty message, an unknown session, or a `tool_choice` naming a tool
@@ -212,6 +233,7 @@ class AgentRuntime:
             session_id=session_id,
             from_message=from_message,
             tool_choice=parse_tool_choice(tool_choice),
+            limits=parse_limits(max_cost_usd, max_tokens, max_wall_ms),
         )
         # only unfinished runs are kept (for aclose); a finished one belongs to its caller alone,
         # so a long-lived runtime serving many runs stays flat in memory

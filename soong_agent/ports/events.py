@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from soong_agent.ports.approval import Decision
 from soong_agent.ports.streaming import Usage
 
-RunStatus = Literal["running", "completed", "cancelled", "failed", "max_turns"]
+RunStatus = Literal[
+    "running", "completed", "cancelled", "failed", "max_turns", "stuck", "budget_exhausted"
+]
 
 
 class _Event(BaseModel):
@@ -129,6 +131,27 @@ class CompactionEvent(_Event):
     rungs_failed: list[str] = Field(default_factory=list)
 
 
+class StuckDetected(_Event):
+    """The run looked stuck; `action` says what the runtime did: reminded the model, pruned the
+    looping turns from the context (`pruned` message ids, still stored), or stopped the run."""
+
+    type: Literal["stuck_detected"] = "stuck_detected"
+    kind: str
+    detail: str
+    action: Literal["reminder", "prune", "stop"]
+    first_turn: int
+    last_turn: int
+    pruned: list[str] = Field(default_factory=list)
+
+
+class BudgetExhausted(_Event):
+    """A run budget was used up; the run ends at this turn boundary."""
+
+    type: Literal["budget_exhausted"] = "budget_exhausted"
+    budget: Literal["max_cost_usd", "max_tokens", "max_wall_ms"]
+    reason: str
+
+
 class ChildAgentEvent(_Event):
     """An event of a child agent, forwarded to its parent run."""
 
@@ -178,6 +201,8 @@ RunEvent = Annotated[
     | ToolResultEvent
     | ContextMeasured
     | CompactionEvent
+    | StuckDetected
+    | BudgetExhausted
     | ChildAgentEvent
     | ErrorEvent
     | UsageEvent

@@ -55,7 +55,10 @@ ContentBlock = Annotated[
 ]
 
 Role = Literal["user", "assistant", "tool"]
-MessageKind = Literal["normal", "continuation", "summary", "synthetic"]
+MessageKind = Literal["normal", "continuation", "summary", "synthetic", "reminder"]
+"""`normal`: the user's words or the model's; `continuation`: the runtime asks the model to go on
+after an output cut; `summary`: a compaction summary; `synthetic`: results the runtime made up for
+calls that never ran; `reminder`: the runtime steering the model (a loop noticed)."""
 
 
 class Message(BaseModel):

@@ -16,6 +16,8 @@ from soong_agent.domain.config.schema import (
     PermissionsConfig,
     PriceConfig,
 )
+from soong_agent.domain.run_limits import RunLimits
+from soong_agent.domain.stuck import StuckSettings
 from soong_agent.ports.approval import Approver
 from soong_agent.testing import (
     FixedClock,
@@ -46,6 +48,8 @@ class Harness:
     context_config: ContextConfig = field(default_factory=ContextConfig)
     compact_config: CompactConfig = field(default_factory=CompactConfig)
     clock: FixedClock = field(default_factory=FixedClock)
+    stuck: StuckSettings = field(default_factory=StuckSettings)
+    limits: RunLimits = field(default_factory=RunLimits)
     ids: SequentialIds = field(default_factory=SequentialIds)
     _service: RunService | None = None
 
@@ -78,6 +82,8 @@ class Harness:
                 max_turns=self.max_turns,
                 max_continuations=self.max_continuations,
                 price=self.settings_price,
+                stuck=self.stuck,
+                limits=self.limits,
             )
             self._service = RunService(assembler, RunSpec(tools=registry, settings=settings))
         return self._service

@@ -39,6 +39,7 @@ from soong_agent.application.tools.todo import (
     todo_write_tool,
 )
 from soong_agent.domain.config.schema import CompactConfig, ContextConfig
+from soong_agent.domain.stuck import StuckSettings
 from soong_agent.ports.messages import (
     Message,
     TextBlock,
@@ -433,7 +434,9 @@ def build_service(
     compact: CompactConfig = COMPACT,
     counter: O200kTokenCounter | None = None,
 ) -> RunService:
-    """A RunService over real SQLite and the real o200k counter, scripted model, files in memory."""
+    """A RunService over real SQLite and the real o200k counter, scripted model, files in memory.
+
+    Stuck detection is off: these long sessions repeat tool calls on purpose."""
     board = board if board is not None else TodoBoard()
     fs = fs if fs is not None else InMemoryFileSystem(data_files())
     todo_board = board
@@ -462,7 +465,7 @@ def build_service(
         ),
     )
     tools = ToolRegistry([*file_tools(), todo_write_tool(board), *(extra_tools or [])])
-    settings = LoopSettings(model_label="scripted", max_turns=max_turns)
+    settings = LoopSettings(model_label="scripted", max_turns=max_turns, stuck=StuckSettings.off())
     return RunService(assembler, RunSpec(tools=tools, settings=settings))
 
 

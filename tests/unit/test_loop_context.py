@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from soong_agent.domain.config.schema import CompactConfig, ContextConfig
+from soong_agent.domain.stuck import StuckSettings
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.events import CompactionEvent, ContextMeasured
 from soong_agent.ports.model import ModelRequest
@@ -10,6 +11,7 @@ from soong_agent.testing import ScriptedModel, ScriptedResponse
 from tests.support.harness import Harness
 
 SMALL_WINDOW = dict(
+    stuck=StuckSettings.off(),  # these tests read one file over and over on purpose
     context_window_tokens=12_000,
     context_config=ContextConfig(reserve_output_tokens=1_000, dynamic_system_budget=2_000),
     compact_config=CompactConfig(

@@ -55,6 +55,18 @@ def run(
             help="For the first model request: auto, none, required, or a tool's name.",
         ),
     ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option("--max-cost", help="Stop the run once it has cost this many US dollars."),
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option("--max-tokens", help="Stop the run once it has used this many tokens."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", help="Stop the run after this many seconds."),
+    ] = None,
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
     from soong_agent.entrypoints.cli.run_cmd import run_command
@@ -68,6 +80,9 @@ def run(
             orchestrator=orchestrator,
             agent=agent,
             tool_choice=tool_choice,
+            max_cost=max_cost,
+            max_tokens=max_tokens,
+            timeout=timeout,
         )
     )
 

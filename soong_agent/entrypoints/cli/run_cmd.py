@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from soong_agent.application.run_handle import Run, RunResult
 from soong_agent.entrypoints.cli.common import (
@@ -17,6 +18,9 @@ from soong_agent.entrypoints.cli.common import (
 )
 from soong_agent.entrypoints.cli.render import Renderer
 
+if TYPE_CHECKING:
+    from soong_agent.domain.run_limits import RunLimits
+
 
 def run_command(
     message: str,
@@ -27,12 +31,20 @@ def run_command(
     orchestrator: bool,
     agent: str | None,
     tool_choice: str | None = None,
+    max_cost: float | None = None,
+    max_tokens: int | None = None,
+    timeout: float | None = None,
 ) -> int:
-    return guarded(
-        lambda: asyncio.run(
-            _run(message, path, session_id, from_message, orchestrator, agent, tool_choice)
+    def go() -> int:
+        from soong_agent.entrypoints.sdk import parse_limits
+
+        wall_ms = None if timeout is None else max(1, round(timeout * 1000))
+        limits = parse_limits(max_cost, max_tokens, wall_ms)
+        return asyncio.run(
+            _run(message, path, session_id, from_message, orchestrator, agent, tool_choice, limits)
         )
-    )
+
+    return guarded(go)
 
 
 def _exit_cancelled(signum: int, frame: object) -> None:
@@ -56,6 +68,7 @@ async def _run(
     orchestrator: bool,
     agent: str | None,
     tool_choice: str | None,
+    limits: RunLimits | None,
 ) -> int:
     from soong_agent.adapters.approvals.terminal import TerminalApprover
     from soong_agent.entrypoints.containers import CliContainer
@@ -70,7 +83,11 @@ async def _run(
     try:
         service = container.services.run_service()
         run = await service.start(
-            message, session_id=session_id, from_message=from_message, tool_choice=choice
+            message,
+            session_id=session_id,
+            from_message=from_message,
+            tool_choice=choice,
+            limits=limits,
         )
         for warning in container.services.catalog().warnings:
             renderer.status(f"warning: {warning}")
