@@ -302,6 +302,8 @@ class AgentLoop:
                 self._calls += 1
         if turn.calls:
             turn.stop = "tool_use"
+            for note in turn.one_call_per_id():
+                rec.event(ErrorEvent, kind="duplicate_call_id", message=note, fatal=False)
         if turn.usage is None:
             self._add_usage(rec, self._estimated_usage(turn))
         return turn

@@ -44,3 +44,37 @@ class Turn:
         """Everything the model wrote in this call, as one text (for a token estimate)."""
         text = "".join(self.text) + "".join(self.thinking)
         return text + "".join(c.name + c.arguments for c in self.calls)
+
+    def one_call_per_id(self) -> list[str]:
+        """Make every tool call id unique (a model may repeat one in a response): an identical
+        repeat is dropped, a different call sharing an id gets a fresh id, so each call runs
+        once and the next request stays valid for every provider. Returns what was changed,
+        one line each."""
+        seen: dict[str, ToolCallBlock] = {}
+        taken = {call.id for call in self.calls}
+        kept: list[ToolCallBlock] = []
+        notes: list[str] = []
+        for call in self.calls:
+            first = seen.get(call.id)
+            if first is None:
+                seen[call.id] = call
+                kept.append(call)
+            elif (first.name, first.arguments) == (call.name, call.arguments):
+                notes.append(f"the model repeated tool call {call.id} ({call.name}); it runs once")
+            else:
+                fresh = _fresh_id(call.id, taken)
+                taken.add(fresh)
+                kept.append(call.model_copy(update={"id": fresh}))
+                notes.append(
+                    f"tool call id {call.id} was used by two different calls; the second "
+                    f"({call.name}) runs as {fresh}"
+                )
+        self.calls = kept
+        return notes
+
+
+def _fresh_id(base: str, taken: set[str]) -> str:
+    n = 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"

@@ -373,3 +373,27 @@ async def test_long_runs_keep_a_bounded_replay_buffer_but_live_readers_miss_noth
     assert first_late > 1  # a reader starting now begins at the oldest kept event
     await reader.aclose()
     await late.aclose()
+
+
+async def test_duplicate_tool_call_ids_run_once_and_stay_unique() -> None:
+    from soong_agent.ports.events import ErrorEvent, ToolResultEvent
+    from soong_agent.ports.messages import ToolCallBlock
+
+    same = ToolCallBlock(id="c1", name="list_dir", arguments="{}")
+    other = ToolCallBlock(id="c1", name="read_file", arguments='{"path": "a.txt"}')
+    model = ScriptedModel(
+        [ScriptedResponse.tool_calls(same, same, other), ScriptedResponse.text("done")]
+    )
+    h = Harness(model)
+    h.fs.files["a.txt"] = b"A"
+    run = await h.service.start("look")
+    assert (await run.wait()).status == "completed"
+    events = await h.store.run_events(run.run_id)
+    results = [e for e in events if isinstance(e, ToolResultEvent)]
+    assert [r.name for r in results] == ["list_dir", "read_file"]  # each ran once
+    notes = [e for e in events if isinstance(e, ErrorEvent) and e.kind == "duplicate_call_id"]
+    assert len(notes) == 2
+    sent = model.calls[1].messages
+    ids = [c.id for m in sent for c in m.tool_calls]
+    answered = [r.call_id for m in sent for r in m.tool_results]
+    assert len(ids) == 2 and len(set(ids)) == 2 and answered == ids

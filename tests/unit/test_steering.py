@@ -222,5 +222,5 @@ async def test_a_cost_budget_without_prices_is_refused_at_start() -> None:
     from soong_agent.ports.errors import UsageError
 
     h = Harness(ScriptedModel([ScriptedResponse.text("hi")]))
-    with pytest.raises(UsageError, match="model.price"):
+    with pytest.raises(UsageError, match=r"model\.price"):
         await h.service.start("hi", limits=RunLimits(max_cost_usd=1.0))
