@@ -10,6 +10,7 @@ the real adapter (tests/contract):
     EventSink       RecordingEventSink       Approver       RecordingApprover, CallbackApprover
     Clock           FixedClock               IdGenerator    SequentialIds
     SecretSource    DictSecretSource         ContextSource  StaticContextSource
+    SecretRedactor  DictSecretRedactor
 
 Example:
     model = ScriptedModel([
@@ -41,6 +42,7 @@ from soong_agent.adapters.inmemory.process import (
     ScriptedProcessRunner,
     UnscriptedCommand,
 )
+from soong_agent.adapters.inmemory.redactor import DictSecretRedactor
 from soong_agent.adapters.inmemory.scripted_model import ScriptedModel, ScriptedResponse
 from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
 from soong_agent.adapters.inmemory.shell import SimpleShellAnalyzer
@@ -50,6 +52,7 @@ from soong_agent.adapters.inmemory.web import ScriptedPage, ScriptedWebFetcher
 __all__ = [
     "ApproxTokenCounter",
     "CallbackApprover",
+    "DictSecretRedactor",
     "DictSecretSource",
     "FixedClock",
     "InMemoryArtifactStore",

@@ -15,7 +15,7 @@ from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import ContextWindow
 from soong_agent.application.loop import AgentLoop, LoopSettings
 from soong_agent.application.permission_gate import PermissionGate
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.recorder import RunRecorder, redacting_artifacts
 from soong_agent.application.run_handle import Run
 from soong_agent.application.summarizer import Summarizer, tools_text
 from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
@@ -34,6 +34,7 @@ from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ModelProvider, SystemPart, ToolChoice
 from soong_agent.ports.prompt import ContextSource
+from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
@@ -55,6 +56,8 @@ class RunPorts:
     """Writes compaction summaries; None: the run's own provider."""
     token_counter: TokenCounter | None = None
     shell_analyzer: ShellAnalyzer | None = None
+    redactor: SecretRedactor | None = None
+    """Scrubs secrets out of what is stored and shown (CFG-6); None: nothing is scrubbed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +196,7 @@ class RunAssembler:
                 analyzer=ports.shell_analyzer,
             ),
             clock=ports.clock,
-            artifacts=ports.artifacts,
+            artifacts=redacting_artifacts(ports.artifacts, ports.redactor),
             max_result_chars=policies.max_result_chars,
         )
         loop = AgentLoop(
@@ -219,6 +222,7 @@ class RunAssembler:
             session=session,
             run_info=run_info,
             history=history,
+            redactor=ports.redactor,
         )
         return AssembledRun(run=run, loop=loop, recorder=recorder)
 

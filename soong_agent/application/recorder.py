@@ -1,16 +1,122 @@
-"""Collects a run's new messages and events and writes them at each turn boundary (CTX-1)."""
+"""Collects a run's new messages and events and writes them at each turn boundary (CTX-1).
+
+The recorder is also the run's one boundary for secrets (CFG-6): with a `SecretRedactor`, every
+event is scrubbed before it is published (so the SDK's event stream and the CLI's live output
+never carry a secret) and queued, every message before it is handed to the session store, the
+session title and the run's reason before they are stored, and (through `redacting_artifacts`)
+every artifact before its bytes are written. A secret becomes ``[redacted:NAME]``.
+
+What is scrubbed is the stored and shown copy, never the conversation in memory: the model
+still receives each tool result exactly as the tool returned it (and as the user approved the
+call), so an agent asked to work with a file that holds a key can still do so. A resumed
+session is read back from the store, so its history holds ``[redacted:NAME]`` instead: the
+model of a later run sees the placeholder, which is intended.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from typing import Any
+
+from pydantic import BaseModel
 
 from soong_agent.application.batch_writer import GroupCommitWriter
 from soong_agent.application.run_handle import Run
-from soong_agent.ports.events import RunEvent, RunStatus
+from soong_agent.ports.artifacts import ArtifactInfo, ArtifactStore
+from soong_agent.ports.events import RunEvent, RunStatus, TextDeltaEvent, ThinkingDeltaEvent
 from soong_agent.ports.messages import Message
+from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore, TurnCommit
 from soong_agent.ports.system import Clock, IdGenerator
+
+_PLAIN = frozenset(
+    {
+        # event fields that are identifiers, names or enumerations: never scrubbed
+        "seq",
+        "run_id",
+        "session_id",
+        "at",
+        "type",
+        "call_id",
+        "name",
+        "tool",
+        "kind",
+        "model",
+        "decision",
+        "status",
+        "strategy",
+        "trigger",
+        "action",
+        "budget",
+        "project_dir",
+        "child_session_id",
+        "child_run_id",
+        # content block fields: ids, and provider data that must go back unchanged
+        "id",
+        "signature",
+        "redacted",
+    }
+)
+_STREAMED = (TextDeltaEvent, ThinkingDeltaEvent)
+_TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _texts_of(cls: type[Any]) -> tuple[str, ...]:
+    """The fields of an event class that may carry text: every field but identifiers, names,
+    numbers and enumerations (strings, lists and dicts, whatever the annotation says)."""
+    found = _TEXT_FIELDS.get(cls)
+    if found is None:
+        fields = getattr(cls, "model_fields", {})
+        found = _TEXT_FIELDS[cls] = tuple(
+            name
+            for name, info in fields.items()
+            if name not in _PLAIN and not _plain_annotation(info.annotation)
+        )
+    return found
+
+
+def _plain_annotation(annotation: Any) -> bool:
+    """Whether a field of this type can hold no text (numbers, booleans, usage, literals)."""
+    if annotation in (int, float, bool, type(None)):
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return True
+    args = typing.get_args(annotation)
+    if origin in (types.UnionType, typing.Union):
+        return all(_plain_annotation(a) for a in args)
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+LINE_CONTEXT = 256
+"""How much of the line being streamed the redactor sees as context for each piece."""
+
+
+class _Held:
+    """The text of one stream (answer or reasoning) not yet handed on: pieces are cut where no
+    secret can span the cut (`SecretRedactor.settled`), so a key the model writes across several
+    deltas is still recognised whole."""
+
+    __slots__ = ("line", "pending")
+
+    def __init__(self) -> None:
+        self.pending = ""
+        self.line = ""  # raw text of the current line already handed on (context)
+
+    def take(self, redactor: SecretRedactor, text: str, *, final: bool = False) -> str:
+        buf = self.pending + text if self.pending else text
+        cut = len(buf) if final else redactor.settled(buf, before=self.line)
+        if cut <= 0:
+            self.pending = buf
+            return ""
+        ready, self.pending = buf[:cut], buf[cut:]
+        out = redactor.redact(ready, before=self.line)
+        newline = ready.rfind("\n")
+        line = ready[newline + 1 :] if newline >= 0 else self.line + ready
+        self.line = line[-LINE_CONTEXT:]
+        return out
 
 
 class RunRecorder:
@@ -26,6 +132,7 @@ class RunRecorder:
         session: SessionInfo,
         run_info: RunInfo,
         history: list[Message],
+        redactor: SecretRedactor | None = None,
     ) -> None:
         self._run = run
         self._store = store
@@ -38,13 +145,44 @@ class RunRecorder:
         self._messages: list[Message] = []
         self._events: list[RunEvent] = []
         self._writer = GroupCommitWriter(store)
+        self._redactor = redactor
+        self._held: dict[type[Any], _Held] = {}
+        self._memo: dict[str, str] = {}
+        """Texts scrubbed since the last batch: most are both an event field and a message
+        block (a tool result, the call's arguments, the answer), and are scrubbed once."""
+        self._title: tuple[str, str] = ("", "")  # (raw, scrubbed)
 
     @property
     def leaf_id(self) -> str | None:
         return self.history[-1].id if self.history else None
 
-    def event(self, cls: type[Any], **fields: Any) -> RunEvent:
-        """Build, sequence, publish and queue one event."""
+    def event(self, cls: type[Any], **fields: Any) -> RunEvent | None:
+        """Build, sequence, publish and queue one event, its texts scrubbed of secrets.
+
+        A text delta may be held back in part (it could be the start of a secret) and handed
+        on with the next piece; None when nothing of it could be published yet. Whatever is
+        held is published before any other event, so the order of events is kept.
+        """
+        if self._redactor is not None:
+            if cls in _STREAMED:
+                held = self._held.get(cls)
+                if held is None:  # a new stream: the other one (if any) has ended
+                    if self._held:
+                        self._flush_streams()
+                    held = self._held[cls] = _Held()
+                fields["text"] = held.take(self._redactor, fields["text"])
+                if not fields["text"]:
+                    return None
+            else:
+                if self._held:
+                    self._flush_streams()
+                for key in _texts_of(cls):
+                    value = fields.get(key)
+                    if value:
+                        fields[key] = self._scrub(value)
+        return self._publish(cls, fields)
+
+    def _publish(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
         self._seq += 1
         event: RunEvent = cls(
             seq=self._seq,
@@ -56,6 +194,15 @@ class RunRecorder:
         self._events.append(event)
         self._run.emit(event)
         return event
+
+    def _flush_streams(self) -> None:
+        """Publish what the streams hold back: their piece of text has ended."""
+        for cls in list(self._held):
+            held = self._held.pop(cls)
+            assert self._redactor is not None
+            text = held.take(self._redactor, "", final=True)
+            if text:
+                self._publish(cls, {"text": text})
 
     def add_message(self, message: Message) -> Message:
         """Append a message to the active path, giving it an id (when it has none) and its
@@ -101,12 +248,107 @@ class RunRecorder:
         self.session = dataclasses.replace(
             self.session, active_leaf_id=self.leaf_id, updated_at=now
         )
-        batch = TurnCommit(
-            session=self.session,
-            run=self.run_info,
-            messages=self._messages,
-            events=self._events,
-            at=now,
-        )
+        session, run, messages = self.session, self.run_info, self._messages
+        if self._redactor is not None:
+            if self._held:
+                self._flush_streams()
+            session, run = self._scrubbed_headers(session, run)
+            messages = [self._scrub_message(m) for m in messages]
+            self._memo.clear()
+        batch = TurnCommit(session=session, run=run, messages=messages, events=self._events, at=now)
         self._messages, self._events = [], []
         return batch
+
+    # --- scrubbing (CFG-6) -------------------------------------------------------------------
+
+    def _scrub(self, value: Any) -> Any:
+        """`value` (a text, or lists and dicts of them) with its secrets replaced; a text that
+        holds none is returned as the same object."""
+        redactor = self._redactor
+        assert redactor is not None
+        if isinstance(value, str):
+            done = self._memo.get(value)
+            if done is None:
+                done = self._memo[value] = redactor.redact(value)
+            return done
+        if isinstance(value, list):
+            return [self._scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: v if k in _PLAIN else self._scrub(v) for k, v in value.items()}
+        return value
+
+    def _scrub_message(self, message: Message) -> Message:
+        """The message as it may be stored: the same object when it holds no secret."""
+        blocks: list[Any] | None = None
+        for index, block in enumerate(message.content):
+            clean = self._scrub_block(block)
+            if clean is not block and blocks is None:
+                blocks = list(message.content[:index])
+            if blocks is not None:
+                blocks.append(clean)
+        if blocks is None:
+            return message
+        return message.model_copy(update={"content": blocks})
+
+    def _scrub_block(self, block: BaseModel) -> BaseModel:
+        update: dict[str, str] = {}
+        for key, value in block.__dict__.items():
+            if key not in _PLAIN and value and isinstance(value, str):
+                clean = self._scrub(value)
+                if clean is not value:
+                    update[key] = clean
+        return block.model_copy(update=update) if update else block
+
+    def _scrubbed_headers(self, session: SessionInfo, run: RunInfo) -> tuple[SessionInfo, RunInfo]:
+        if session.title:
+            raw, clean = self._title
+            if raw != session.title:
+                raw, clean = session.title, self._scrub(session.title)
+                self._title = (raw, clean)
+            if clean is not raw:
+                session = dataclasses.replace(session, title=clean)
+        if run.reason:
+            reason = self._scrub(run.reason)
+            if reason is not run.reason:
+                run = dataclasses.replace(run, reason=reason)
+        return session, run
+
+
+class RedactingArtifacts:
+    """An `ArtifactStore` that scrubs each artifact of secrets before its bytes are written
+    (CFG-6); reading is passed through. The model's preview of a stored result is made by the
+    tool pipeline from the result itself, like every tool result it receives."""
+
+    def __init__(self, inner: ArtifactStore, redactor: SecretRedactor) -> None:
+        self._inner = inner
+        self._redactor = redactor
+
+    async def save(
+        self, *, session_id: str, run_id: str, filename: str, data: bytes, preview_chars: int
+    ) -> ArtifactInfo:
+        text = data.decode("utf-8", "surrogateescape")
+        clean = self._redactor.redact(text)
+        if clean is not text:
+            data = clean.encode("utf-8", "surrogateescape")
+        return await self._inner.save(
+            session_id=session_id,
+            run_id=run_id,
+            filename=filename,
+            data=data,
+            preview_chars=preview_chars,
+        )
+
+    async def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
+        return await self._inner.get(session_id, artifact_id)
+
+    async def read(self, session_id: str, artifact_id: str, *, offset: int, length: int) -> bytes:
+        return await self._inner.read(session_id, artifact_id, offset=offset, length=length)
+
+
+def redacting_artifacts(
+    artifacts: ArtifactStore | None, redactor: SecretRedactor | None
+) -> ArtifactStore | None:
+    """`artifacts` behind the redactor (as is when either is None)."""
+    if artifacts is None or redactor is None:
+        return artifacts
+    return RedactingArtifacts(artifacts, redactor)

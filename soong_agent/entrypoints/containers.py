@@ -79,6 +79,7 @@ class Adapters(containers.DeclarativeContainer):
     web_fetcher = providers.Singleton(factories.web_fetcher, loaded)
     token_counter = providers.Singleton(factories.token_counter)
     shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
+    redactor = providers.Singleton(factories.secret_redactor, loaded, secrets)
 
 
 class Services(containers.DeclarativeContainer):
@@ -111,6 +112,7 @@ class Services(containers.DeclarativeContainer):
         compact_provider=adapters.compact_provider,
         token_counter=adapters.token_counter,
         shell_analyzer=adapters.shell_analyzer,
+        redactor=adapters.redactor,
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(

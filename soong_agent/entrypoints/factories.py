@@ -11,6 +11,7 @@ from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError, MissingSecretError, UsageError
 from soong_agent.ports.model import ModelProvider
 from soong_agent.ports.process import ProcessRunner
+from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
 from soong_agent.ports.system import SecretSource, TokenCounter
 from soong_agent.ports.web import WebFetcher
@@ -161,6 +162,14 @@ def secret_names(loaded: LoadedConfig) -> set[str]:
     names = {n for n in DEFAULT_KEY_ENVS.values() if n}
     names |= {p.model.resolved_key_env for p in loaded.profiles if p.model.resolved_key_env}
     return names
+
+
+def secret_redactor(loaded: LoadedConfig, secrets: SecretSource) -> SecretRedactor:
+    """The scrubber of everything stored or shown (CFG-6): the values of every key variable
+    (`secret_names`), read when first needed, and high-confidence secret patterns."""
+    from soong_agent.adapters.redaction import SecretScrubber
+
+    return SecretScrubber(secrets, secret_names(loaded))
 
 
 @dataclass(frozen=True)

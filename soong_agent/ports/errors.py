@@ -66,7 +66,11 @@ RETRYABLE_KINDS: frozenset[str] = frozenset(
 
 
 class ProviderError(RunError):
-    """A model provider failed; `kind` classifies it, `retry_after` is in seconds when known."""
+    """A model provider failed; `kind` classifies it, `retry_after` is in seconds when known.
+
+    `should_retry` is the server's own verdict when it sent one (the `x-should-retry` header
+    of an error response): it overrides what the kind alone would say.
+    """
 
     def __init__(
         self,
@@ -78,8 +82,10 @@ class ProviderError(RunError):
         status: int | None = None,
         retry_after: float | None = None,
         unreachable: bool = False,
+        should_retry: bool | None = None,
     ) -> None:
         self.kind: ProviderErrorKind = kind
+        self.should_retry = should_retry
         self.unreachable = unreachable
         """Nothing listens at the address (connection refused): retried at most once, quickly."""
         self.provider = provider
@@ -92,7 +98,10 @@ class ProviderError(RunError):
 
     @property
     def retryable(self) -> bool:
-        """Whether the same request may succeed when sent again."""
+        """Whether the same request may succeed when sent again: the server's `should_retry`
+        when it said, else whether the kind is transient."""
+        if self.should_retry is not None:
+            return self.should_retry
         return self.kind in RETRYABLE_KINDS
 
 

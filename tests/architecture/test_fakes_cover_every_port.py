@@ -21,6 +21,7 @@ from soong_agent.adapters.process import SubprocessRunner
 from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
 from soong_agent.adapters.providers.ollama_chat import OllamaChatProvider
 from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
+from soong_agent.adapters.redaction import SecretScrubber
 from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
 from soong_agent.adapters.shell import TreeSitterShellAnalyzer
 from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
@@ -83,6 +84,9 @@ PORTS: dict[str, Coverage] = {
         testing.StaticContextSource, (FileContextSource,), "test_system_contract.py"
     ),
     "EventSink": Coverage(testing.RecordingEventSink, (Run,), "test_event_sink_contract.py"),
+    "SecretRedactor": Coverage(
+        testing.DictSecretRedactor, (SecretScrubber,), "test_secret_redactor_contract.py"
+    ),
 }
 
 

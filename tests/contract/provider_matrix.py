@@ -134,6 +134,8 @@ class ProviderKit:
     or as a clean close of the connection ("close" framing)."""
     failures: Mapping[str, Failure]
     """The scripted response of each failure case of the contract."""
+    error: Callable[[int, dict[str, str]], ScriptedResponse]
+    """An HTTP error answer in the provider's shape, with this status and these headers."""
     round_trip: Callable[[Any], WireRoundTrip | None]
     """Reads the first tool call and the first tool result out of a recorded request body."""
     keeps_call_ids: bool = True
@@ -223,6 +225,7 @@ OPENAI = ProviderKit(
     ),
     usage_fields=frozenset({"input_tokens", "output_tokens", "cache_read_tokens"}),
     cut_stream=lambda text, framing: fake_openai.cut_stream_response(text, framing=framing),
+    error=lambda status, headers: fake_openai.error_response(status, headers=headers),
     failures={
         "auth": Failure(
             lambda: fake_openai.error_response(
@@ -317,6 +320,7 @@ ANTHROPIC = ProviderKit(
     ),
     usage_fields=frozenset(Usage.model_fields),
     cut_stream=lambda text, framing: fake_anthropic.cut_stream_response(text, framing=framing),
+    error=lambda status, headers: fake_anthropic.error_response(status, headers=headers),
     failures={
         "auth": Failure(
             lambda: fake_anthropic.error_response(401, message=_echo("invalid x-api-key"))
@@ -401,6 +405,7 @@ OLLAMA = ProviderKit(
     ),
     usage_fields=frozenset({"input_tokens", "output_tokens"}),
     cut_stream=lambda text, framing: fake_ollama.cut_stream_response(text, framing=framing),
+    error=lambda status, headers: fake_ollama.error_response(status, headers=headers),
     failures={
         "auth": Failure(lambda: fake_ollama.error_response(401, message=_echo("unauthorized"))),
         "rate_limit": Failure(

@@ -347,6 +347,64 @@ async def test_transient_failure_that_persists_gives_up_with_its_kind(
     assert_safe_message(err, server.base_url)
 
 
+# x-should-retry: the server's verdict overrides the status, exactly as the official OpenAI and
+# Anthropic SDKs read it (`_should_retry` in their `_base_client.py`): "true" retries any
+# status, "false" retries none, any other value leaves the decision to the status.
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_x_should_retry_false_stops_the_retry_of_a_transient_status(
+    kit: ProviderKit, server: FakeServer, client: httpx.AsyncClient, sleeps: Sleeps, status: int
+) -> None:
+    server.enqueue(kit.error(status, {"x-should-retry": "false"}), kit.text("never served", 2))
+    err = await failure_of(kit.provider(client, server.base_url, sleep=sleeps))
+
+    assert err.status == status and err.should_retry is False
+    assert not err.retryable
+    assert len(server.requests) == 1
+    assert sleeps.delays == []
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+async def test_x_should_retry_true_retries_a_permanent_status(
+    kit: ProviderKit, server: FakeServer, client: httpx.AsyncClient, sleeps: Sleeps, status: int
+) -> None:
+    server.enqueue(kit.error(status, {"x-should-retry": "true"}), kit.text("second try", 2))
+    events = await collect(kit.provider(client, server.base_url, sleep=sleeps))
+
+    assert "".join(texts(events)) == "second try"
+    assert len(server.requests) == 2
+    assert sleeps.delays == [POLICY.delay(1, None, JITTER)]
+
+
+async def test_x_should_retry_true_still_stops_at_max_attempts_and_honours_retry_after(
+    kit: ProviderKit, server: FakeServer, client: httpx.AsyncClient, sleeps: Sleeps
+) -> None:
+    headers = {"x-should-retry": "true", "retry-after": "1.5"}
+    server.enqueue(
+        *(kit.error(400, headers) for _ in range(POLICY.max_attempts)), kit.text("never", 2)
+    )
+    err = await failure_of(kit.provider(client, server.base_url, sleep=sleeps))
+
+    assert err.status == 400 and err.retryable
+    assert len(server.requests) == POLICY.max_attempts
+    assert sleeps.delays == [1.5] * (POLICY.max_attempts - 1)
+
+
+@pytest.mark.parametrize("value", ["TRUE", "1", "yes", ""])
+async def test_x_should_retry_other_values_leave_it_to_the_status(
+    kit: ProviderKit, server: FakeServer, client: httpx.AsyncClient, sleeps: Sleeps, value: str
+) -> None:
+    server.enqueue(kit.error(400, {"x-should-retry": value}))
+    err = await failure_of(kit.provider(client, server.base_url, sleep=sleeps))
+    assert err.should_retry is None and not err.retryable
+    assert len(server.requests) == 1
+
+    server.enqueue(kit.error(503, {"x-should-retry": value}), kit.text("second try", 2))
+    events = await collect(kit.provider(client, server.base_url, sleep=sleeps))
+    assert "".join(texts(events)) == "second try"
+
+
 async def test_connection_refused_is_a_retried_transport_error(
     kit: ProviderKit, client: httpx.AsyncClient, sleeps: Sleeps
 ) -> None:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from soong_agent.adapters.providers.base import UNREACHABLE_RETRY_S
-from soong_agent.adapters.providers.http_errors import parse_retry_after
+from soong_agent.adapters.providers.http_errors import parse_retry_after, parse_should_retry
 from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
 from soong_agent.adapters.providers.retry import RetryPolicy
 from soong_agent.ports.errors import MissingSecretError, ProviderError
@@ -27,6 +27,7 @@ from soong_agent.ports.messages import (
 )
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolSpec
 from soong_agent.ports.streaming import (
+    RetryScheduled,
     StreamEvent,
     StreamFinished,
     TextDelta,
@@ -482,6 +483,46 @@ async def test_retries_stop_at_max_attempts(
     assert err.status == 529
     assert len(server.requests) == 3
     assert len(sleeps.delays) == 2
+
+
+async def test_x_should_retry_true_retries_a_bad_request_with_a_retry_notice(
+    server: FakeOpenAIServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(
+        error_response(400, message="try me again", headers={"x-should-retry": "true"}),
+        text_response("second try"),
+    )
+    sleeps = Sleeps()
+    events = await collect(make_provider(client, server.base_url, sleep=sleeps))
+    notices = [e for e in events if isinstance(e, RetryScheduled)]
+    assert [(n.kind, n.attempt, n.max_attempts) for n in notices] == [("bad_request", 1, 3)]
+    assert "try me again" in notices[0].reason
+    assert events.index(notices[0]) == 0  # the notice comes before anything of the answer
+    assert "".join(texts(events)) == "second try"
+    assert sleeps.delays == [notices[0].delay_s] == [POLICY.delay(1, None, 0.5)]
+    assert len(server.requests) == 2
+
+
+async def test_x_should_retry_false_stops_a_rate_limit_despite_retry_after(
+    server: FakeOpenAIServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(
+        error_response(429, headers={"x-should-retry": "false", "retry-after": "1"}),
+        text_response("never served"),
+    )
+    sleeps = Sleeps()
+    err = await failure(make_provider(client, server.base_url, sleep=sleeps))
+    assert err.kind == "rate_limit" and err.retry_after == 1.0
+    assert err.should_retry is False and not err.retryable
+    assert sleeps.delays == [] and len(server.requests) == 1
+
+
+def test_x_should_retry_parsing_follows_the_official_sdks() -> None:
+    assert parse_should_retry(httpx.Headers({"X-Should-Retry": "true"})) is True
+    assert parse_should_retry(httpx.Headers({"x-should-retry": "false"})) is False
+    for other in ("True", "FALSE", "1", "0", " true", ""):
+        assert parse_should_retry(httpx.Headers({"x-should-retry": other})) is None
+    assert parse_should_retry(httpx.Headers({})) is None
 
 
 async def test_auth_error_is_not_retried_and_never_shows_the_key(

@@ -286,10 +286,11 @@ class HttpStreamProvider(ABC):
 
     def _plan_retry(self, attempt: int, error: ProviderError, *, yielded: bool) -> RetryScheduled:
         """The retry after failed attempt number `attempt`, or raise `error` (explained) when
-        it may not be retried: only transient failures are, and only while nothing has been
-        handed to the caller. A refused connection (nothing listens there) is retried once,
-        after `UNREACHABLE_RETRY_S`: it rarely heals within seconds, and the user should hear
-        about it at once rather than after the whole backoff."""
+        it may not be retried: only transient failures are (or what the server's
+        `x-should-retry` header says, see `ProviderError.retryable`), and only while nothing
+        has been handed to the caller. A refused connection (nothing listens there) is retried
+        once, after `UNREACHABLE_RETRY_S`: it rarely heals within seconds, and the user should
+        hear about it at once rather than after the whole backoff."""
         if error.kind == "not_found":
             error = self._explain_not_found(error)
         retry = not yielded and error.retryable and self._retry.should_retry(attempt)
@@ -319,6 +320,9 @@ class HttpStreamProvider(ABC):
             provider=error.provider,
             base_url=error.base_url,
             status=error.status,
+            retry_after=error.retry_after,
+            unreachable=error.unreachable,
+            should_retry=error.should_retry,
         )
 
 

@@ -51,6 +51,7 @@ class ErrorContext:
         status: int | None = None,
         retry_after: float | None = None,
         unreachable: bool = False,
+        should_retry: bool | None = None,
     ) -> ProviderError:
         return ProviderError(
             self.clean(message),
@@ -60,6 +61,7 @@ class ErrorContext:
             status=status,
             retry_after=retry_after,
             unreachable=unreachable,
+            should_retry=should_retry,
         )
 
     def clean(self, text: str) -> str:
@@ -100,6 +102,19 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -
     if not math.isfinite(value) or value < 0:
         return None
     return value
+
+
+def parse_should_retry(headers: Mapping[str, str]) -> bool | None:
+    """The server's verdict in `x-should-retry`, as the official OpenAI and Anthropic SDKs read
+    it (`_should_retry` in their `_base_client.py`): exactly ``true`` retries whatever the
+    status, exactly ``false`` never does, anything else (or no header) leaves it to the status.
+    """
+    value = headers.get("x-should-retry")
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    return None
 
 
 def _error_fields(body: Any) -> tuple[str, str, str | int | None]:
@@ -185,7 +200,13 @@ def error_from_response(
     kind = classify(status, message, type_, code)
     if code and isinstance(code, str) and code not in message:
         message = f"{message} [{code}]"
-    return ctx.error(kind, message, status=status, retry_after=parse_retry_after(headers))
+    return ctx.error(
+        kind,
+        message,
+        status=status,
+        retry_after=parse_retry_after(headers),
+        should_retry=parse_should_retry(headers),
+    )
 
 
 def error_from_chunk(ctx: ErrorContext, error: Any) -> ProviderError:

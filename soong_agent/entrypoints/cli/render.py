@@ -16,6 +16,7 @@ from soong_agent.ports.events import (
     ToolCallRequested,
     ToolResultEvent,
 )
+from soong_agent.ports.secrets import SecretRedactor
 
 _ARG_PREVIEW = 80
 
@@ -43,12 +44,32 @@ def call_preview(name: str, arguments: str) -> str:
 
 
 class Renderer:
-    """Streams one run to the terminal."""
+    """Streams one run to the terminal.
 
-    def __init__(self, *, out: TextIO | None = None, err: TextIO | None = None) -> None:
+    The events it shows were scrubbed of secrets by the run's recorder (CFG-6); with a
+    `redactor`, every status line and approval question is scrubbed again on its way out
+    (they may quote a tool call or an error that never went through an event).
+    """
+
+    def __init__(
+        self,
+        *,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        redactor: SecretRedactor | None = None,
+    ) -> None:
         self._out = out or sys.stdout
         self._err = err or sys.stderr
         self._mid_line = False
+        self._redactor = redactor
+
+    def use_redactor(self, redactor: SecretRedactor | None) -> None:
+        """Scrub what is written from now on (the redactor exists once the runtime is built,
+        after the renderer that its approval prompts write through)."""
+        self._redactor = redactor
+
+    def _clean(self, text: str) -> str:
+        return self._redactor.redact(text) if self._redactor is not None else text
 
     def _end_text_line(self) -> None:
         if self._mid_line:
@@ -59,13 +80,13 @@ class Renderer:
     def status(self, line: str) -> None:
         """A line about what is happening (stderr)."""
         self._end_text_line()
-        self._err.write(line + "\n")
+        self._err.write(self._clean(line) + "\n")
         self._err.flush()
 
     def prompt(self, text: str) -> None:
         """Text of an approval question (stderr, no newline added)."""
         self._end_text_line()
-        self._err.write(text)
+        self._err.write(self._clean(text))
         self._err.flush()
 
     def handle(self, event: RunEvent) -> None:

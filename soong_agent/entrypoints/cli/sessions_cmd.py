@@ -18,6 +18,7 @@ from soong_agent.ports.messages import (
     ToolCallBlock,
     ToolResultBlock,
 )
+from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.streaming import Usage
 
@@ -26,17 +27,21 @@ def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _store(path: str | None) -> SessionStore:
+def _store(path: str | None) -> tuple[SessionStore, SecretRedactor]:
+    """The session store, and the redactor everything shown goes through: rows written before
+    secrets were scrubbed at the recorder may still hold one (CFG-6)."""
     from soong_agent.entrypoints.containers import CliContainer
     from soong_agent.entrypoints.sdk import load
 
-    store: SessionStore = CliContainer(loaded=load(path, None)).adapters.session_store()
-    return store
+    adapters = CliContainer(loaded=load(path, None)).adapters
+    store: SessionStore = adapters.session_store()
+    redactor: SecretRedactor = adapters.redactor()
+    return store, redactor
 
 
 def list_sessions(*, path: str | None, limit: int) -> int:
     async def go() -> int:
-        store = _store(path)
+        store, redactor = _store(path)
         try:
             sessions = await store.list_sessions(limit=limit)
         finally:
@@ -45,12 +50,12 @@ def list_sessions(*, path: str | None, limit: int) -> int:
             sys.stdout.write("no sessions yet\n")
             return EXIT_OK
         width = max(len(s.id) for s in sessions)
-        sys.stdout.write(f"{'session':<{width}}  {'updated':<19}  title  (project)\n")
+        lines = [f"{'session':<{width}}  {'updated':<19}  title  (project)\n"]
         for s in sessions:
-            title = s.title if len(s.title) <= 60 else s.title[:59] + "…"
-            sys.stdout.write(
-                f"{s.id:<{width}}  {_when(s.updated_at)}  {title}  ({s.project_dir})\n"
-            )
+            title = redactor.redact(s.title)
+            title = title if len(title) <= 60 else title[:59] + "…"
+            lines.append(f"{s.id:<{width}}  {_when(s.updated_at)}  {title}  ({s.project_dir})\n")
+        sys.stdout.write("".join(lines))
         return EXIT_OK
 
     return guarded(lambda: asyncio.run(go()))
@@ -115,7 +120,7 @@ def transcript_lines(
 
 def show_session(session_id: str, *, path: str | None) -> int:
     async def go() -> int:
-        store = _store(path)
+        store, redactor = _store(path)
         try:
             session = await store.get_session(session_id)
             if session is None:
@@ -126,23 +131,25 @@ def show_session(session_id: str, *, path: str | None) -> int:
             totals = {r.id: _run_totals(await store.run_events(r.id)) for r in runs}
         finally:
             await store.close()
-        out = sys.stdout
-        out.write(f"session {session.id}\n")
-        out.write(f"project {session.project_dir}\n")
-        out.write(f"created {_when(session.created_at)}, updated {_when(session.updated_at)}\n")
+        lines = [
+            f"session {session.id}\n",
+            f"project {session.project_dir}\n",
+            f"created {_when(session.created_at)}, updated {_when(session.updated_at)}\n",
+        ]
         for r in runs:
             reason = f" ({r.reason})" if r.reason else ""
-            out.write(
+            lines.append(
                 f"run {r.id}: {r.status}{reason}, {_when(r.started_at)}, {r.model}{totals[r.id]}\n"
             )
         off_path = len(everything) - len(path_messages)
         if off_path:
-            out.write(
+            lines.append(
                 f"{off_path} message(s) on other branches (or compacted away) are not shown; "
                 "the active branch is below\n"
             )
-        out.write("\n" + "\n".join(transcript_lines(path_messages, branches_of(everything))))
-        out.flush()
+        lines.append("\n" + "\n".join(transcript_lines(path_messages, branches_of(everything))))
+        sys.stdout.write(redactor.redact("".join(lines)))
+        sys.stdout.flush()
         return EXIT_OK
 
     return guarded(lambda: asyncio.run(go()))
