@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from soong_agent.adapters.web.fetcher import HttpxWebFetcher
+from soong_agent.domain.permissions import parse_rule
+from soong_agent.ports.errors import PermissionDenied
 from tests.security.conftest import ALLOW, DENY, Listener, World, network_config
 
 
@@ -205,3 +208,67 @@ async def test_plan_mode_reaches_no_listener(world: World, allowed_site: Listene
     )
     assert not allowed_site.hit
     assert not outcome.asked
+
+
+# --- one domain syntax (issue 11 item 5): `*.x` is subdomains only, `x` the domain and below ------
+
+
+async def test_a_subdomain_wildcard_does_not_admit_the_bare_domain(
+    world: World, allowed_site: Listener
+) -> None:
+    """``*.localhost`` names the subdomains of localhost, as ``domain:*.x`` does in rules: not
+    ``localhost`` itself (the listener's address is listed, so only the name check can stop it)."""
+    config = network_config(f"127.0.0.1:{allowed_site.port}", domains=["*.localhost"])
+    outcome = await world.run(
+        fetch(f"http://localhost:{allowed_site.port}/"), approval=ALLOW, config=config
+    )
+    assert not allowed_site.hit
+    assert "not under tools.network.allowed_domains" in outcome.seen_by_model
+
+
+async def test_control_an_entry_without_wildcard_admits_the_domain_itself(
+    world: World, allowed_site: Listener
+) -> None:
+    config = network_config(f"127.0.0.1:{allowed_site.port}", domains=["localhost"])
+    await world.run(fetch(f"http://localhost:{allowed_site.port}/"), approval=ALLOW, config=config)
+    assert allowed_site.hit
+
+
+@pytest.mark.parametrize(
+    ("entry", "host", "admitted"),
+    [
+        ("*.example.test", "example.test", False),
+        ("*.example.test", "api.example.test", True),
+        ("*.example.test", "a.b.example.test", True),
+        ("*.example.test", "evilexample.test", False),
+        ("example.test", "example.test", True),
+        ("example.test", "api.example.test", True),
+        ("example.test", "evilexample.test", False),
+        (".example.test", "example.test", True),
+        ("*.EXAMPLE.test.", "Api.Example.Test", True),
+    ],
+)
+async def test_allowed_domains_match_like_domain_rules(
+    allowed_site: Listener, entry: str, host: str, admitted: bool
+) -> None:
+    """The fetcher and ``web_fetch(domain:…)`` rules read one syntax (`DomainPattern`)."""
+
+    async def resolve(name: str) -> list[str]:
+        return ["127.0.0.1"]
+
+    fetcher = HttpxWebFetcher(
+        allowed_hosts=[f"127.0.0.1:{allowed_site.port}"],
+        allowed_domains=[entry],
+        policy="allowlist",
+        resolver=resolve,
+    )
+    url = f"http://{host}:{allowed_site.port}/"
+    if admitted:
+        await fetcher.fetch(url, max_bytes=1000, timeout_s=5)
+        assert allowed_site.hit
+    else:
+        with pytest.raises(PermissionDenied, match="allowed_domains"):
+            await fetcher.fetch(url, max_bytes=1000, timeout_s=5)
+        assert not allowed_site.hit
+    rule = parse_rule(f"web_fetch(domain:{entry.lstrip('.')})")
+    assert rule.matches_url(url) is admitted

@@ -1,5 +1,6 @@
-"""Permission rules against every shell construct (PERM-2): a line is allowed only if every
-command in it is, and one denied command denies the whole line.
+"""Permission rules against every shell construct (PERM-2, PERM-4): a line is allowed only if
+every command in it is, and one denied command denies the whole line, however bash's quoting
+spells it (line continuations, a quote next to an escape, `$'…'`, backticks).
 
 Each construct would create the marker file ``pwned-marker`` in the project if it ran; a
 control run with no rules and an allowing approval proves that it does.
@@ -50,6 +51,13 @@ CONSTRUCTS: dict[str, str] = {
     "absolute_path": f"npm test && /usr/bin/touch {MARKER}",
     "quoted_name": f"npm test && 't'ouch {MARKER}",
     "glob_in_command_name": f"npm test && /usr/bin/tou?h {MARKER}",
+    # bash's quoting, read the way bash reads it (PERM-4)
+    "quote_then_escape_in_name": f'npm test && "tou"\\ch {MARKER}',
+    "continuation_in_name": f"npm test && tou\\\nch {MARKER}",
+    "continuation_in_double_quotes": f'npm test "$\\\n(touch {MARKER})"',
+    "continuation_in_heredoc": f"npm test && cat <<EOF\n$\\\n(touch {MARKER})\nEOF",
+    "ansi_c_name": f"npm test && $'\\x74ouch' {MARKER}",
+    "unquoted_backticks_unescaped": f"npm test `echo \\`touch {MARKER}\\``",
 }
 
 

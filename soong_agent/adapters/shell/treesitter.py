@@ -1,4 +1,4 @@
-"""`ShellAnalyzer` on tree-sitter-bash: every simple command a command line would run.
+r"""`ShellAnalyzer` on tree-sitter-bash: every simple command a command line would run.
 
 The line is parsed with the tree-sitter-bash grammar and the syntax tree is walked: each
 `command` node becomes a `SimpleCommand` whatever it sits in (lists, pipelines, subshells,
@@ -8,85 +8,58 @@ are analysed as lines of their own, and the command run by `xargs`, `find -exec`
 `sudo`, `timeout`, `nice`, `nohup`, `command`, `exec`, `time` … appears as a simple command of
 its own next to the wrapper.
 
-Words are literal text (quotes removed, backslash escapes resolved, glob characters kept); a word
-holding an expansion (`$x`, `${…}`, `$(…)`, backticks, brace expansion `{a,b}`) is `None`.
-Output redirections into files (`>`, `>>`, `&>`, `>|`, `>&file`) are `writes_to` (`?` when the
-target is not literal; `/dev/null` is not a write).
+Words are literal text the way bash reads it (PERM-4): quotes removed, backslash escapes
+resolved, `$'…'` decoded, line continuations (backslash-newline) removed wherever bash removes
+them (unquoted, inside double quotes and unquoted here-documents; kept inside single quotes,
+`$'…'`, comments and quoted here-documents), glob characters and `~` kept (they are expanded
+later, by bash and by the sandbox). A word holding an expansion (`$x`, `${…}`, `$(…)`,
+backticks, brace expansion `{a,b}`, `$"…"` translation) is `None`. The text of a backtick
+substitution is unescaped the way bash does it (``\\``, ``\```, ``\$``) and analysed as a line
+of its own; inside double quotes, one holding a backslash or a quote is not modelled. Output
+redirections into files (`>`, `>>`, `&>`, `>|`, `>&file`) are `writes_to` (`?` when the target
+is not literal; `/dev/null` is not a write). Options of readers that run a command
+(`rg --pre PROG`, `tar --to-command=CMD`, `git -c core.pager=CMD`, see
+`domain.permissions.programs.embedded_commands`) appear as commands of their own too.
 
 The analysis is not `ok` (and says why in `problems`) for a syntax error, a command name that is
-not literal, a variable assignment (`PATH=… cmd` or `PATH=…; cmd` can change what runs), a
-nested interpreter whose script is not literal, or nesting deeper than `max_nesting`.
+not literal, a variable assignment (`PATH=… cmd`, `PATH=…; cmd`, `export PATH=…`,
+`read PATH`, `printf -v PATH`, `$((PATH=0))`, `${PATH:=…}`: any can change what runs), a
+builtin that changes how later lines are read or run (`shopt -s expand_aliases`/`extglob`,
+`set -k`, `hash -p`, `enable -f`, `mapfile -C`), a nested interpreter whose script is not
+literal, a wrapper whose options it cannot read, a line whose continuations or expansions it
+cannot place the way bash does (tree-sitter and bash disagreeing), or nesting deeper than
+`max_nesting`.
 
 Longer than our ~400-line habit on purpose: one walk over one grammar, whose node kinds and
-wrapper commands belong together.
+the bash word rules it checks them against belong together.
 """
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import tree_sitter_bash
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Tree
 
+from soong_agent.domain.permissions.programs import (
+    FIND_EXEC,
+    SHELL_VALUE_OPTIONS,
+    SHELLS,
+    WRAPPERS,
+    Wrapper,
+    embedded_commands,
+)
 from soong_agent.ports.shell import ShellAnalysis, SimpleCommand
 
 Words = tuple[str | None, ...]
 
 _MAX_TREE_DEPTH = 200
 _SHOWN = 60
-
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "rbash"})
-_SHELL_VALUE_OPTIONS = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
-
-
-@dataclass(frozen=True, slots=True)
-class _Wrapper:
-    """A command that runs another command given as its arguments."""
-
-    value_options: frozenset[str] = frozenset()  # options followed by a separate value
-    positionals: int = 0  # positional arguments before the command (`timeout 5 cmd`)
-    assignments: bool = False  # `env A=1 cmd`
-
-
-_WRAPPERS: dict[str, _Wrapper] = {
-    "env": _Wrapper(frozenset({"-u", "--unset", "-C", "--chdir"}), assignments=True),
-    "nice": _Wrapper(frozenset({"-n", "--adjustment"})),
-    "nohup": _Wrapper(),
-    "timeout": _Wrapper(frozenset({"-s", "--signal", "-k", "--kill-after"}), positionals=1),
-    "sudo": _Wrapper(
-        frozenset(
-            {
-                *("-u", "--user", "-g", "--group", "-C", "--close-from", "-h", "--host"),
-                *("-p", "--prompt", "-r", "--role", "-t", "--type", "-U", "--other-user"),
-                *("-D", "--chdir", "-R", "--chroot", "-T", "--command-timeout"),
-            }
-        )
-    ),
-    "doas": _Wrapper(frozenset({"-u", "-C"})),
-    "command": _Wrapper(),
-    "builtin": _Wrapper(),
-    "exec": _Wrapper(frozenset({"-a"})),
-    "time": _Wrapper(frozenset({"-f", "--format", "-o", "--output"})),
-    "xargs": _Wrapper(
-        frozenset(
-            {
-                *("-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L", "-n"),
-                *("--max-args", "-P", "--max-procs", "-s", "--max-chars", "--process-slot-var"),
-            }
-        )
-    ),
-    "stdbuf": _Wrapper(frozenset({"-i", "-o", "-e", "--input", "--output", "--error"})),
-    "ionice": _Wrapper(frozenset({"-c", "--class", "-n", "--classdata"})),
-    "setsid": _Wrapper(),
-    "coproc": _Wrapper(),
-    "chroot": _Wrapper(frozenset({"--userspec", "--groups"}), positionals=1),
-    "busybox": _Wrapper(),
-}
 _ENV_SPLIT = ("-S", "--split-string")
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _REDIRECT_OPS = _WRITE_OPS | {"<", ">&", "<&", ">&-", "<&-"}
@@ -94,6 +67,50 @@ _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+# node kinds whose text bash reads literally: a backslash-newline in them stays
+_LITERAL_KINDS = frozenset({"raw_string", "ansi_c_string", "comment"})
+# node kinds whose text between their parts is literal text, not blanks
+_TEXT_HOLDERS = frozenset(
+    {
+        *("string", "heredoc_body", "heredoc_redirect", "comment", "raw_string", "word"),
+        *("ansi_c_string", "translated_string", "heredoc_start", "heredoc_end", "regex"),
+        *("heredoc_content", "string_content", "concatenation", "test_command"),
+    }
+)
+# node kinds that expand inside a word, a double-quoted string or a here-document
+_EXPANSIONS = frozenset(
+    {
+        *("command_substitution", "expansion", "simple_expansion", "arithmetic_expansion"),
+        *("process_substitution", "translated_string", "ansi_c_string", "raw_string"),
+    }
+)
+# what tree-sitter may put among a command's words (a `subshell` there is a bash syntax error)
+_ARGUMENTS = frozenset(
+    {
+        *("word", "string", "raw_string", "ansi_c_string", "concatenation", "number"),
+        *("simple_expansion", "expansion", "command_substitution", "process_substitution"),
+        *("arithmetic_expansion", "translated_string", "brace_expression"),
+    }
+)
+_ARITHMETIC_ASSIGN = frozenset(
+    {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "^=", "|=", "++", "--"}
+)
+_ARITHMETIC = frozenset({"arithmetic_expansion", "compound_statement"})
+# after a `$`, what starts an expansion in bash (a name, a digit, a special parameter, braces …)
+_EXPANDS_AFTER_DOLLAR = re.compile(r"[A-Za-z0-9_{(@*#?$!\-'\"]")
+_ANSI_SIMPLE = {
+    *("a\a", "b\b", "e\x1b", "E\x1b", "f\f", "n\n", "r\r", "t\t", "v\v"),
+    *("\\\\", "''", '""', "??"),
+}
+_ANSI = {pair[0]: pair[1] for pair in _ANSI_SIMPLE}
+_OCTAL = frozenset("01234567")
+_HEX = frozenset("0123456789abcdefABCDEF")
+# a here-document delimiter the analyser reads: plain characters, escapes, '…' and "…"
+_DELIMITER = re.compile(r"""(?:[A-Za-z0-9_.+:,@%^=/-]|\\[^\n]|'[^'\n]*'|"[^"\\$`\n]*")+""")
+_PARAMETER = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])")
+_RISKY_SHOPT = frozenset({"expand_aliases", "extglob", "extdebug"})
+_READ_VALUES = frozenset({"-d", "-i", "-n", "-N", "-p", "-t", "-u"})
+_MAPFILE_VALUES = frozenset({"-d", "-n", "-O", "-s", "-u", "-c"})
 
 
 @lru_cache(maxsize=1)
@@ -139,11 +156,99 @@ def _analyze_line(state: _State, line: str, *, nesting: int) -> None:
         return
     if "\x00" in line:
         state.problem("the command line contains a NUL character")
-    tree = state.parser.parse(line.encode("utf-8", "replace"))
+    data = line.encode("utf-8", "replace")
+    tree = state.parser.parse(data)
+    if b"\\\n" in data:
+        tree = _join_continuations(state, data, tree)
     root = tree.root_node
+    if b"$$(" in (root.text or b""):  # bash: `$$` then `(`; tree-sitter: `$` then `$(…)`
+        state.problem("`$$(` is read differently by bash and the analyser")
     if root.has_error:
         state.problem(_syntax_problem(root))
     _walk(state, root, nesting, 0)
+
+
+# --- line continuations --------------------------------------------------------------------------
+
+
+def _join_continuations(state: _State, data: bytes, tree: Tree) -> Tree:
+    r"""The tree of `data` with backslash-newlines removed where bash removes them.
+
+    Bash drops a backslash-newline before it splits words, except inside single quotes,
+    `$'…'`, comments and quoted here-documents, so ``ec\<newline>ho`` is ``echo`` and
+    ``"$\<newline>(cmd)"`` runs ``cmd``. The first parse says where each one sits; the text
+    without the removable ones is parsed again, and both parses must agree on which
+    continuations are literal, else the line is not understood.
+    """
+    literal = _literal_spans(tree.root_node)
+    removed: list[int] = []
+    kept: list[int] = []
+    for at in _continuations(data):
+        (kept if _inside(at, literal) else removed).append(at)
+    if not removed:
+        return tree
+    parts: list[bytes] = []
+    start = 0
+    for at in removed:
+        parts.append(data[start:at])
+        start = at + 2
+    parts.append(data[start:])
+    joined = b"".join(parts)
+    again = state.parser.parse(joined)
+    spans = _literal_spans(again.root_node)
+    for shift, at in enumerate(removed):
+        point = at - 2 * shift
+        if any(begin < point < end for begin, end in spans):
+            state.problem("a line continuation the analyser cannot place the way bash does")
+    for at in kept:
+        moved = at - 2 * sum(1 for r in removed if r < at)
+        if not _inside(moved, spans):
+            state.problem("a line continuation the analyser cannot place the way bash does")
+    return again
+
+
+def _continuations(data: bytes) -> list[int]:
+    """Positions of the backslashes that, with the newline after them, make a continuation
+    (an odd run of backslashes before a newline)."""
+    found: list[int] = []
+    at = data.find(b"\\\n")
+    while at >= 0:
+        run = 1
+        while at - run >= 0 and data[at - run] == 0x5C:
+            run += 1
+        if run % 2 == 1:
+            found.append(at)
+        at = data.find(b"\\\n", at + 1)
+    return found
+
+
+def _literal_spans(root: Node) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        kind = node.type
+        if kind in _LITERAL_KINDS or (kind == "heredoc_body" and _quoted_heredoc(node)):
+            spans.append((node.start_byte, node.end_byte))
+            continue
+        if kind == "heredoc_body" or (kind == "command_substitution" and _is_backticks(node)):
+            # bash reads an unquoted here-document, and `…`, as plain text first: no quote
+            # inside them keeps a continuation
+            continue
+        stack.extend(node.children)
+    return spans
+
+
+def _inside(at: int, spans: list[tuple[int, int]]) -> bool:
+    return any(begin <= at < end for begin, end in spans)
+
+
+def _quoted_heredoc(body: Node) -> bool:
+    redirect = body.parent
+    if redirect is None:
+        return False
+    start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+    return start is not None and any(q in _text(start) for q in "'\"\\")
 
 
 def _syntax_problem(root: Node) -> str:
@@ -159,11 +264,15 @@ def _syntax_problem(root: Node) -> str:
     return "syntax error"
 
 
+# --- the walk ------------------------------------------------------------------------------------
+
+
 def _walk(state: _State, node: Node, nesting: int, depth: int) -> None:
     if depth > _MAX_TREE_DEPTH:
         state.problem("the command line is nested too deeply to analyse")
         return
     kind = node.type
+    _check_gaps(state, node)
     if kind == "command":
         _command(state, node, nesting, depth)
         return
@@ -173,12 +282,201 @@ def _walk(state: _State, node: Node, nesting: int, depth: int) -> None:
     if kind in ("declaration_command", "unset_command"):
         _declaration(state, node, nesting, depth)
         return
+    if kind == "command_substitution" and _is_backticks(node):
+        _backticks(state, node, nesting)
+        return
+    if kind == "heredoc_redirect":
+        _check_heredoc(state, node)
+    elif kind in ("ansi_c_string", "raw_string"):
+        _check_quote_end(state, node)
+    elif kind == "simple_expansion" and not _PARAMETER.fullmatch(_text(node)):
+        state.problem(f"{_text(node)!r} is not a parameter bash expands")
     if kind == "variable_assignment":
         name = node.child_by_field_name("name")
         shown = _text(name) if name is not None else _text(node)
         state.problem(f"assignment to {shown} can change what later commands run")
+    elif kind == "expansion" and any(c.type in (":=", "=") for c in node.children):
+        state.problem(f"{_shorten(_text(node))} assigns a variable")
+    elif kind == "expansion" and _quoted_in_quotes(node):
+        # inside "…", quotes in ${x-'…'} are literal text: tree-sitter reads them as quotes
+        state.problem(f"{_shorten(_text(node))!r}: single quotes in ${{…}} inside double quotes")
+    elif kind in _ARITHMETIC_ASSIGN and not node.is_named and _in_arithmetic(node):
+        state.problem("an arithmetic expression assigns a variable")
+    elif kind in ("word", "string", "heredoc_body", "concatenation"):
+        _check_hidden(state, node)
     for child in node.children:
         _walk(state, child, nesting, depth + 1)
+
+
+def _check_quote_end(state: _State, node: Node) -> None:
+    """`'…'` ends at the next `'`; `$'…'` at the next `'` no backslash escapes: tree-sitter
+    must end them there too (it reads ``$'\\\\'`` as unterminated)."""
+    text = _text(node)
+    ansi = node.type == "ansi_c_string"
+    i = 2 if ansi else 1
+    while i < len(text):
+        if ansi and text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "'":
+            break
+        i += 1
+    if i != len(text) - 1:
+        state.problem(f"{_shorten(text)!r}: a quoted string the analyser cannot delimit")
+
+
+def _check_heredoc(state: _State, node: Node) -> None:
+    """Tree-sitter must end a here-document where bash does: at the first line that is the
+    delimiter with its quotes removed (leading tabs stripped for ``<<-``)."""
+    start = next((c for c in node.children if c.type == "heredoc_start"), None)
+    body = next((c for c in node.children if c.type == "heredoc_body"), None)
+    end = next((c for c in node.children if c.type == "heredoc_end"), None)
+    if start is None:
+        return
+    raw = _text(start)
+    if not _DELIMITER.fullmatch(raw):
+        state.problem(f"the here-document delimiter {raw!r} is not modelled")
+        return
+    delimiter = _unescape_unquoted(raw.replace('"', "").replace("'", ""))
+    if end is None or _text(end).lstrip("\t") != delimiter:
+        state.problem(f"the here-document {raw!r} does not end where bash ends it")
+        return
+    strip = any(c.type == "<<-" for c in node.children)
+    for line in (_text(body) if body is not None else "").split("\n"):
+        if (line.lstrip("\t") if strip else line) == delimiter:
+            state.problem(f"the here-document {raw!r} does not end where bash ends it")
+            return
+
+
+def _in_arithmetic(node: Node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.type in _ARITHMETIC:
+            return True
+        if parent.type in ("command", "program", "test_command"):
+            return False
+        parent = parent.parent
+    return False
+
+
+def _check_hidden(state: _State, node: Node) -> None:
+    """A word, string or unquoted here-document whose literal text would still expand in bash
+    (an unescaped backtick or ``$(``, ``${``, ``$name`` tree-sitter left as text)."""
+    if node.type == "heredoc_body" and _quoted_heredoc(node):
+        return
+    if node.type == "concatenation":
+        return  # its parts are checked one by one
+    quoted = node.type in ("string", "heredoc_body")
+    text = _text(node)
+    if node.type == "string":
+        text = text[1:-1]
+    start = node.start_byte + (1 if node.type == "string" else 0)
+    cursor = 0
+    for child in node.named_children:
+        if child.type in _EXPANSIONS:
+            segment = text[cursor : max(cursor, child.start_byte - start)]
+            if _expands(segment, quoted=quoted):
+                break
+            cursor = child.end_byte - start
+    else:
+        if not _expands(text[cursor:], quoted=quoted):
+            return
+    state.problem(f"{_shorten(_text(node))!r} holds an expansion the analyser does not place")
+
+
+def _expands(text: str, *, quoted: bool) -> bool:
+    """Whether bash would expand something in `text` (or, unquoted, end the word at a newline)."""
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "`" or (ch == "\n" and not quoted):
+            return True
+        if ch == "$" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if _EXPANDS_AFTER_DOLLAR.match(nxt) and not (quoted and nxt in "'\""):
+                return True
+        i += 1
+    return False
+
+
+def _backticks(state: _State, node: Node, nesting: int) -> None:
+    r"""`` `…` ``: bash takes the text up to the next backtick that is not escaped, turns
+    ``\\``, ``\``` and ``\$`` into the character escaped, and runs the result as a command
+    line. Inside double quotes only backticks without backslashes or quotes are modelled (bash
+    reads the others in ways tree-sitter does not follow)."""
+    text = _text(node)
+    # the text after "`" (or "$`": a literal `$` before it); tree-sitter may start the node at
+    # blanks before it
+    opening = node.children[0].end_byte - node.start_byte
+    inner = text[opening:-1] if text.endswith("`") and len(text) > opening else None
+    end = _backtick_end(text, opening)
+    if inner is None or end != len(text) - 1:
+        state.problem(f"{_shorten(text)!r}: a backtick substitution the analyser cannot delimit")
+        return
+    if _in_double_quotes(node):
+        if any(ch in inner for ch in "\\'\""):
+            state.problem(f"{_shorten(text)!r}: backslashes or quotes inside backticks in quotes")
+            return
+        _analyze_line(state, inner, nesting=nesting + 1)
+        return
+    out: list[str] = []
+    i = 0
+    while i < len(inner):
+        ch = inner[i]
+        if ch == "\\" and i + 1 < len(inner) and inner[i + 1] in "\\`$":
+            out.append(inner[i + 1])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    _analyze_line(state, "".join(out), nesting=nesting + 1)
+
+
+def _backtick_end(text: str, start: int) -> int:
+    """Where bash ends a backtick substitution opened before `start` (-1: it does not)."""
+    i = start
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == "`":
+            return i
+        i += 1
+    return -1
+
+
+def _quoted_in_quotes(node: Node) -> bool:
+    """``"${x-'…'}"``, ``"$(… ${x-$'…'})"``: quotes in ``${…}`` under double quotes, which bash
+    reads in ways tree-sitter does not follow."""
+    text = _text(node)
+    if "'" in text and _in_double_quotes(node):
+        return True
+    if "$'" not in text and '$"' not in text:
+        return False
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "string":
+            return True
+        parent = parent.parent
+    return False
+
+
+def _is_backticks(node: Node) -> bool:
+    return bool(node.children) and node.children[0].type in ("`", "$`")
+
+
+def _in_double_quotes(node: Node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "string":
+            return True
+        if parent.type in ("command_substitution", "process_substitution", "program"):
+            return False
+        parent = parent.parent
+    return False
 
 
 @dataclass(slots=True)
@@ -226,8 +524,10 @@ def _command(
     state: _State, node: Node, nesting: int, depth: int, redirects: _Redirects | None = None
 ) -> None:
     own = redirects if redirects is not None else _Redirects()
-    words: list[str | None] = []
+    _check_gaps(state, node)
+    groups: list[list[Node]] = []  # the words: nodes with nothing between them are one word
     named = False
+    previous: Node | None = None
     for child in node.children:
         kind = child.type
         if kind == "variable_assignment":
@@ -238,13 +538,24 @@ def _command(
         elif kind == "command_name":
             named = True
             inner = child.named_children
-            words.append(_literal(inner[0]) if len(inner) == 1 else None)
+            groups.append(inner if len(inner) == 1 else [child])
         elif kind in _REDIRECT_TYPES:
             own.collect(child)
-        elif kind == "comment" or not child.is_named:
-            continue
+        elif kind == "comment":
+            pass
+        elif child.is_named and kind not in _ARGUMENTS:
+            state.problem(f"{kind} {_shorten(_text(child))!r} where bash expects a word")
+        elif (
+            groups
+            and previous is not None
+            and previous.end_byte == child.start_byte
+            and (previous.type not in _REDIRECT_TYPES and previous.type != "comment")
+        ):
+            groups[-1].append(child)  # `"r"\m`, `'a'\?`: tree-sitter splits what bash joins
         else:
-            words.append(_literal(child))
+            groups.append([child])  # a word; `$` (before "…"), or `==`, `=~` read as tokens
+        previous = child
+    words = [_group_literal(group) for group in groups]
     all_words = tuple(words + own.words)
     if not named and all_words:
         all_words = (None, *all_words)
@@ -257,6 +568,55 @@ def _command(
                 _walk(state, part, nesting, depth + 1)
         else:
             _walk(state, child, nesting, depth + 1)
+
+
+def _group_literal(nodes: list[Node]) -> str | None:
+    """The literal text of the nodes of one word, or None when any part expands."""
+    if len(nodes) == 1 and nodes[0].type != "$":
+        return _literal(nodes[0]) if nodes[0].type != "command_name" else None
+    parts: list[str] = []
+    unquoted = ""
+    previous: Node | None = None
+    for node in nodes:
+        if node.type == "$" or _translated(previous, node):
+            return None
+        part = _literal(node) if node.is_named else _text(node)
+        if part is None:
+            return None
+        parts.append(part)
+        unquoted += _text(node) if node.type == "word" else "\x00" * len(part)
+        previous = node
+    if _BRACE_EXPANSION.search(unquoted):
+        return None
+    return "".join(parts)
+
+
+def _check_gaps(state: _State, node: Node) -> None:
+    """Between the parts of a command (or list, pipeline …) there must be only blanks: text
+    tree-sitter skipped (an escaped tab, a carriage return) is text bash reads."""
+    if node.type in _TEXT_HOLDERS:
+        return
+    children = node.children
+    for before, after in itertools.pairwise(children):
+        gap = _gap(node, before.end_byte, after.start_byte)
+        if gap.strip(" \t\n"):
+            state.problem(f"{_shorten(_text(node))!r} holds text the analyser does not read")
+            return
+
+
+def _gap(node: Node, start: int, end: int) -> str:
+    text = node.text or b""
+    return text[start - node.start_byte : end - node.start_byte].decode("utf-8", "replace")
+
+
+def _translated(previous: Node | None, child: Node) -> bool:
+    return (
+        previous is not None
+        and previous.type == "$"
+        and not previous.is_named
+        and previous.end_byte == child.start_byte
+        and child.type == "string"
+    )
 
 
 def _redirected(state: _State, node: Node, nesting: int, depth: int) -> None:
@@ -319,6 +679,10 @@ def _declaration(state: _State, node: Node, nesting: int, depth: int) -> None:
             words.append(child.type)  # the keyword: export, declare, local, readonly, unset …
         elif child.is_named and child.type != "comment":
             words.append(_literal(child))
+        if child.type == "variable_assignment":
+            name = child.child_by_field_name("name")
+            shown = _text(name) if name is not None else _text(child)
+            state.problem(f"{words[0]} {shown}=… can change what later commands run")
     if words:
         state.commands.append(SimpleCommand(tuple(words)))
     for child in node.children:
@@ -327,6 +691,9 @@ def _declaration(state: _State, node: Node, nesting: int, depth: int) -> None:
                 _walk(state, part, nesting, depth + 1)
         else:
             _walk(state, child, nesting, depth + 1)
+
+
+# --- what a command runs in turn -----------------------------------------------------------------
 
 
 def _add(
@@ -351,12 +718,15 @@ def _add(
         return
     base = posixpath.basename(name)
     args = words[1:]
+    problem = _builtin_problem(base, args)
+    if problem is not None:
+        state.problem(f"{problem} in {_shorten(shown)!r}")
     if base == "eval":
         if any(arg is None for arg in args):
             state.problem(f"eval of text that is not literal in {_shorten(shown)!r}")
         elif args:
             _analyze_line(state, " ".join(a for a in args if a is not None), nesting=nesting + 1)
-    elif base in _SHELLS:
+    elif base in SHELLS:
         _shell(state, args, nesting, shown, stdin)
     elif base == "trap":
         _trap(state, args, nesting, shown)
@@ -365,12 +735,77 @@ def _add(
             _nested(state, executed, nesting, shown)
     elif base == "env" and any(a is not None and a.startswith(_ENV_SPLIT) for a in args):
         state.problem(f"env -S (split string) is not analysed in {_shorten(shown)!r}")
-    elif base in _WRAPPERS:
-        inner = _wrapped(_WRAPPERS[base], args)
+    elif base in WRAPPERS:
+        inner = _wrapped(WRAPPERS[base], args, nice=base == "nice")
         if inner is None:
             state.problem(f"cannot tell which command {base} runs in {_shorten(shown)!r}")
         elif inner:
             _nested(state, inner, nesting, shown, () if base == "xargs" else stdin)
+    for how, text in embedded_commands(words):
+        if text is None:
+            state.problem(f"a command named by an option is not literal in {_shorten(shown)!r}")
+        elif how == "argv":
+            _nested(state, (text, None), nesting, shown)
+        elif nesting + 1 > state.max_nesting:
+            state.problem(f"commands nested more than {state.max_nesting} levels deep")
+        else:
+            _analyze_line(state, text, nesting=nesting + 1)
+
+
+def _builtin_problem(base: str, args: Words) -> str | None:
+    """Why a builtin changes how the rest of the line is read or what it runs (None: it does
+    not). Assignments to lower-case names are local to the shell and left alone."""
+    if base in ("read", "mapfile", "readarray", "getopts", "printf"):
+        return _assigning_builtin(base, args)
+    if base == "let":
+        return "let assigns variables"
+    if base == "shopt" and any(a is None or a in _RISKY_SHOPT for a in args):
+        return "shopt changes how later commands are read"
+    if base == "set" and any(a is None or a in ("-k", "keyword") or _cluster(a, "k") for a in args):
+        return "set -k turns later words into assignments"
+    if base == "hash" and any(a is None or _cluster(a, "p") for a in args):
+        return "hash -p changes which program a name runs"
+    if base == "enable" and any(a is None or _cluster(a, "f") for a in args):
+        return "enable -f loads a builtin from a file"
+    return None
+
+
+def _cluster(arg: str | None, letter: str) -> bool:
+    return arg is not None and arg.startswith("-") and not arg.startswith("--") and letter in arg
+
+
+def _assigning_builtin(base: str, args: Words) -> str | None:
+    targets: list[str | None] = []
+    operands: list[str | None] = []
+    values = _READ_VALUES if base == "read" else _MAPFILE_VALUES
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg is None:
+            return f"{base} with a word that is not literal may assign any variable"
+        if base in ("getopts", "printf") or not arg.startswith("-") or arg == "-":
+            operands.append(arg)
+        elif base == "read" and arg.startswith("-") and "a" in arg[1:]:
+            targets.append(args[i + 1] if i + 1 < len(args) and arg.endswith("a") else arg)
+            i += 1
+        elif base in ("mapfile", "readarray") and _cluster(arg, "C"):
+            return f"{base} -C runs a callback"
+        elif arg in values:
+            i += 1
+        i += 1
+    if base == "printf":
+        if operands[:1] == ["-v"]:
+            targets.append(operands[1] if len(operands) > 1 else None)
+        elif any(a == "-v" or (a or "").startswith("-v") for a in operands[:1]):
+            targets.append((operands[0] or "")[2:])
+    elif base == "getopts":
+        targets.extend(operands[1:2])
+    else:
+        targets.extend(operands)
+    for target in targets:
+        if target is None or target != target.lower():
+            return f"{base} assigns {target or 'a variable'}, which can change what runs"
+    return None
 
 
 def _nested(
@@ -398,7 +833,7 @@ def _shell(
         if arg == "--":
             i += 1
             break
-        if arg in _SHELL_VALUE_OPTIONS:
+        if arg in SHELL_VALUE_OPTIONS:
             i += 2
             continue
         if arg.startswith("--"):
@@ -444,7 +879,7 @@ def _find_exec(args: Words) -> list[Words]:
     found: list[Words] = []
     i = 0
     while i < len(args):
-        if args[i] in _FIND_EXEC:
+        if args[i] in FIND_EXEC:
             j = i + 1
             while j < len(args) and args[j] not in (";", "+"):
                 j += 1
@@ -455,7 +890,7 @@ def _find_exec(args: Words) -> list[Words]:
     return found
 
 
-def _wrapped(spec: _Wrapper, args: Words) -> Words | None:
+def _wrapped(spec: Wrapper, args: Words, *, nice: bool = False) -> Words | None:
     """The command a wrapper runs (empty: none), or None when that cannot be told."""
     i = 0
     while i < len(args):
@@ -468,23 +903,53 @@ def _wrapped(spec: _Wrapper, args: Words) -> Words | None:
         if spec.assignments and _ASSIGNMENT.match(arg):
             i += 1
             continue
-        if arg.startswith("-") and len(arg) > 1:
-            i += 2 if arg in spec.value_options else 1
+        if not arg.startswith("-") or len(arg) == 1:
+            break
+        if arg in spec.no_command or arg.partition("=")[0] in spec.no_command:
+            return ()
+        if nice and re.fullmatch(r"-\d+", arg):
+            i += 1  # `nice -19 cmd`: the old way to give the adjustment
             continue
-        break
+        step = _wrapper_option(spec, args, i)
+        if step is None:
+            return None
+        i += step
     i += spec.positionals
     return args[i:] if i < len(args) else ()
 
 
-# --- words -------------------------------------------------------------------------------------
+def _wrapper_option(spec: Wrapper, args: Words, i: int) -> int | None:
+    """How many words the option at `i` takes (None: an option the table does not know)."""
+    arg = args[i] or ""
+    if arg.startswith("--"):
+        name = arg.partition("=")[0]
+        if name in spec.value_options:
+            return 1 if "=" in arg else 2
+        return 1 if name in spec.flags else None
+    for j in range(1, len(arg)):
+        name = "-" + arg[j]
+        if name in spec.no_command:
+            return None
+        if name in spec.optional_attached:
+            return 1
+        if name in spec.value_options:
+            return 1 if j + 1 < len(arg) else 2
+        if name not in spec.flags:
+            return None
+    return 1
+
+
+# --- words ---------------------------------------------------------------------------------------
 
 
 def _literal(node: Node) -> str | None:
     """The literal text of a word node, or None when it holds an expansion."""
     kind = node.type
     text = _text(node)
+    if not node.is_named:
+        return None if kind == "$" else text  # `==`, `=~`: tree-sitter's test operators
     if kind == "word":
-        if _BRACE_EXPANSION.search(text):
+        if _BRACE_EXPANSION.search(text) or _expands(text, quoted=False):
             return None
         return _unescape_unquoted(text)
     if kind == "number":
@@ -500,20 +965,21 @@ def _literal(node: Node) -> str | None:
     if kind == "string":
         return _double_quoted(node)
     if kind == "ansi_c_string":
-        body = text[2:-1]
-        return body if "\\" not in body else None
+        return _ansi_c(text[2:-1])
     if kind == "concatenation":
         parts: list[str] = []
         unquoted = ""
+        previous: Node | None = None
         for child in node.children:
             part = _literal(child) if child.is_named else None
-            if part is None:
+            if part is None or _translated(previous, child):
                 return None
             parts.append(part)
             if child.type == "word":
                 unquoted += _text(child)
             else:
                 unquoted += "\x00" * len(part)  # quoted text cannot form a brace expansion
+            previous = child
         if _BRACE_EXPANSION.search(unquoted):
             return None
         return "".join(parts)
@@ -521,18 +987,64 @@ def _literal(node: Node) -> str | None:
 
 
 def _double_quoted(node: Node) -> str | None:
-    parts: list[str] = []
-    for child in node.children:
-        kind = child.type
-        if kind == '"':
+    """A double-quoted string without expansions, read from its text (tree-sitter leaves the
+    blanks of a string out of its nodes)."""
+    if any(child.type not in ('"', "string_content", "$") for child in node.children):
+        return None
+    content = _text(node)[1:-1]
+    if _expands(content, quoted=True):
+        return None
+    return _unescape_double_quoted(content)
+
+
+def _ansi_c(body: str) -> str | None:
+    """The text of ``$'…'`` as bash decodes it; None when it would hold a NUL (bash cuts the
+    word there) or a byte outside ASCII (its meaning depends on the locale)."""
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch != "\\" or i + 1 >= len(body):
+            out.append(ch)
+            i += 1
             continue
-        if kind == "string_content":
-            parts.append(_unescape_double_quoted(_text(child)))
-        elif kind == "$" and not child.is_named:
-            parts.append("$")
+        nxt = body[i + 1]
+        value: int | None = None
+        if nxt in _ANSI:
+            out.append(_ANSI[nxt])
+            i += 2
+            continue
+        if nxt in _OCTAL:
+            digits = _run(body, i + 1, _OCTAL, 3)
+            value, i = int(digits, 8), i + 1 + len(digits)
+        elif nxt in "xuU":
+            digits = _run(body, i + 2, _HEX, {"x": 2, "u": 4, "U": 8}[nxt])
+            if not digits:
+                out.append("\\" + nxt)
+                i += 2
+                continue
+            value, i = int(digits, 16), i + 2 + len(digits)
+        elif nxt == "c" and i + 2 < len(body):
+            target = body[i + 2]
+            i += 3
+            if target == "\\" and body[i : i + 1] == "\\":
+                i += 1
+            value = 0x7F if target == "?" else ord(target.upper()) & 0x1F
         else:
+            out.append("\\" + nxt)
+            i += 2
+            continue
+        if value == 0 or value > 0x7F:
             return None
-    return "".join(parts)
+        out.append(chr(value))
+    return "".join(out)
+
+
+def _run(text: str, start: int, allowed: frozenset[str], limit: int) -> str:
+    end = start
+    while end < len(text) and end - start < limit and text[end] in allowed:
+        end += 1
+    return text[start:end]
 
 
 def _unescape_unquoted(text: str) -> str:

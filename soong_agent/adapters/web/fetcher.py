@@ -3,8 +3,13 @@
 Every hop (the first request and each redirect) goes through the same gate:
 
 1. the scheme is http or https;
-2. the host name is in ``allowed_hosts`` (``host`` or ``host:port``) or is, or is below, an
-   ``allowed_domains`` entry;
+2. the host name is in ``allowed_hosts`` (``host`` or ``host:port``) or matches an
+   ``allowed_domains`` entry: ``example.com`` admits ``example.com`` and every subdomain
+   (``api.example.com``), ``*.example.com`` admits the subdomains only, never ``example.com``
+   itself (``.example.com`` is read as ``example.com``). This is the one domain syntax of
+   ``domain:`` permission rules too (`DomainPattern`); names are compared in their IDNA
+   (punycode) form, case-insensitively, without a trailing dot. An IP address matches an
+   ``allowed_domains`` entry only when it is that exact address;
 3. the name is resolved and every address must be public; loopback, private, link-local
    (cloud metadata), unspecified, multicast and other non-global addresses are refused unless
    the host itself or that exact address is listed in ``allowed_hosts``;
@@ -36,6 +41,7 @@ from typing import Literal
 
 import httpx
 
+from soong_agent.domain.permissions.targets import DomainPattern
 from soong_agent.ports.errors import ConfigError, PermissionDenied, ToolInputError
 from soong_agent.ports.web import FetchResult
 
@@ -106,15 +112,17 @@ def _host_entry(entry: str) -> _HostEntry:
         raise ConfigError(problem) from None
 
 
-def _domain_entry(entry: str) -> str:
-    text = entry.strip().lower()
-    for prefix in ("*.", "."):
-        if text.startswith(prefix):
-            text = text[len(prefix) :]
+def _domain_entry(entry: str) -> DomainPattern:
+    """Parse an ``allowed_domains`` entry (see the module docstring) into IDNA form."""
     try:
-        return _ascii_host(text)
+        pattern = DomainPattern.parse(entry)
+        ascii_domain = _ascii_host(pattern.domain)
     except (ValueError, httpx.InvalidURL):
-        raise ConfigError(f"tools.network.allowed_domains: {entry!r} is not a domain") from None
+        raise ConfigError(
+            f"tools.network.allowed_domains: {entry!r} is not a domain (example.com: the domain "
+            "and its subdomains; *.example.com: its subdomains only)"
+        ) from None
+    return DomainPattern(ascii_domain, subdomains_only=pattern.subdomains_only)
 
 
 # --- addresses -------------------------------------------------------------------------------
@@ -321,8 +329,8 @@ class HttpxWebFetcher:
         if self._listed(target.host, target.port):
             return True
         if _ip_or_none(target.host) is not None:
-            return target.host in self._domains
-        return any(target.host == d or target.host.endswith("." + d) for d in self._domains)
+            return any(d.domain == target.host and not d.subdomains_only for d in self._domains)
+        return any(d.matches(target.host) for d in self._domains)
 
     async def _checked_addresses(self, target: _Target) -> list[IPAddress]:
         """The addresses `target` may be reached at, or PermissionDenied naming the host."""

@@ -1,7 +1,10 @@
 """Session grants (PERM-1): what an `allow_for_session` answer covers, in memory only.
 
 Each grant is a tool + a normalised scope: a path's directory (``src/``), a command's first
-words (``npm test``), a URL's host (``example.com``), or ``*`` for every call of the tool.
+words (``npm test``; ``git status`` for ``git -C . status``; as many words as name the writing
+or executing options of the call, ``find . -delete``), a URL's host (``example.com``), or ``*``
+for every call of the tool. A command grant covers a later call the way a ``prefix:`` allow
+rule does (`rules.prefix_covers`, PERM-4): ``find .`` does not cover ``find . -delete``.
 """
 
 from __future__ import annotations
@@ -11,7 +14,10 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from soong_agent.domain.permissions import programs
+from soong_agent.domain.permissions.programs import UNCOVERABLE
 from soong_agent.domain.permissions.request import PermissionRequest, TargetKind
+from soong_agent.domain.permissions.rules import prefix_covers
 from soong_agent.domain.permissions.shell import fallback_analysis
 from soong_agent.domain.permissions.targets import url_host
 
@@ -42,7 +48,7 @@ class SessionGrants:
         """The granted scope that covers `scope` for `tool`, if any.
 
         For ``kind="command"``, `scope` is a command's words (``shlex`` quoted) and a grant
-        covers it when its words are a word-wise prefix.
+        covers it the way a ``prefix:`` rule would (`rules.prefix_covers`).
         """
         for (granted_tool, granted), granted_kind in self._grants.items():
             if granted_tool != tool:
@@ -52,7 +58,7 @@ class SessionGrants:
             if kind is not None and granted_kind is not None and kind != granted_kind:
                 continue
             if "command" in (kind, granted_kind):
-                if _words_prefix(_split_scope(granted), _split_scope(scope)):
+                if prefix_covers(_split_scope(granted), _split_scope(scope)):
                     return granted
             elif scope_covers(granted, scope):
                 return granted
@@ -63,13 +69,13 @@ class SessionGrants:
         return (tool, "*") in self._grants
 
     def covering_command(self, tool: str, words: Sequence[str | None]) -> str | None:
-        """The command grant of `tool` whose words start `words` (literal words only)."""
+        """The command grant of `tool` that covers `words` as a ``prefix:`` rule would."""
         for (granted_tool, granted), granted_kind in self._grants.items():
             if granted_tool != tool:
                 continue
             if granted == "*":
                 return granted
-            if granted_kind == "command" and _words_prefix(_split_scope(granted), words):
+            if granted_kind == "command" and prefix_covers(_split_scope(granted), words):
                 return granted
         return None
 
@@ -116,15 +122,27 @@ def directory_scope(display_path: str) -> str:
 def command_scope(words: Sequence[str | None]) -> str:
     """The session scope of a simple command: its first two literal words (``npm test``).
 
-    One word when it is the only literal one; ``""`` when the command name is not literal (such
-    a command cannot be granted). Words are shell-quoted when needed (``'my tool' run``).
+    Global options are left out (``git -C . status`` → ``git status``), and the scope reaches
+    as far as the last writing or executing option of the call (``find . -delete``), so the
+    grant covers the call it was given for and no more. One word when it is the only literal
+    one; ``""`` when the command name is not literal (such a command cannot be granted). Words
+    are shell-quoted when needed (``'my tool' run``).
     """
+    found = programs.risks(words)
+    normal = programs.normalised(words)
+    form: Sequence[str | None] = words
+    indices = [risk.index for risk in found]
+    if normal.certain and len(normal.kept) < len(words):
+        form = normal.words
+        position = {raw: new for new, raw in enumerate(normal.kept)}
+        indices = [position.get(index, UNCOVERABLE) for index in indices]
     literal: list[str] = []
-    for word in words[:2]:
+    for word in form:
         if word is None:
             break
         literal.append(word)
-    return shlex.join(literal)
+    needed = max([2, *(index + 1 for index in indices if index < len(literal))])
+    return shlex.join(literal[:needed])
 
 
 def url_scope(url: str) -> str:
@@ -187,9 +205,3 @@ def _split_scope(scope: str) -> tuple[str, ...]:
         return tuple(shlex.split(scope))
     except ValueError:
         return (scope,)
-
-
-def _words_prefix(prefix: Sequence[str | None], words: Sequence[str | None]) -> bool:
-    if not prefix or len(words) < len(prefix):
-        return False
-    return all(p is not None and p == w for p, w in zip(prefix, words, strict=False))

@@ -16,6 +16,14 @@ simple command denies it, one uncovered one asks). A line that could not be full
 that redirects output into a file, asks (only a plain ``Tool`` allow rule still allows it —
 unless a deny rule for the tool exists that the line could hide from: then it asks, in
 ``bypass`` mode too).
+
+Rules mean what they say (PERM-4): a ``prefix:`` allow rule or grant covers a simple command
+only when every writing or executing option of it lies inside the rule's words
+(`programs.risks`: ``prefix:find`` never covers ``find . -delete``); deny rules match after the
+program's global options are taken out (``git -C . commit``). A line hides from ``prefix:``
+deny rules, and asks, when a deny rule might match a command with words that are not literal
+(``git $SUB``), or when a command runs program text no analyser reads (``python -c``, awk's
+``system()``, ``git -c alias.x=…``).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from soong_agent.domain.permissions import programs
 from soong_agent.domain.permissions.decision import PermissionMode, Verdict, strictest
 from soong_agent.domain.permissions.grants import (
     SessionGrants,
@@ -32,7 +41,7 @@ from soong_agent.domain.permissions.grants import (
     url_scope,
 )
 from soong_agent.domain.permissions.request import PermissionRequest
-from soong_agent.domain.permissions.rules import Rule, RuleSet
+from soong_agent.domain.permissions.rules import Rule, RuleSet, uncovered_risk
 from soong_agent.domain.permissions.shell import fallback_analysis, show_command
 from soong_agent.domain.permissions.targets import url_host
 from soong_agent.ports.approval import Decision
@@ -143,13 +152,34 @@ def _deny_hits(
 def _deny_blind_spot(deny: Sequence[Rule], analysis: ShellAnalysis) -> str | None:
     """Why the deny rules cannot be checked on a command line (None: they can).
 
-    A line that was not fully understood may hide a command a ``prefix:`` deny rule names; a
-    redirection to a target that is not literal (``> $F``) may hit a path a deny rule names.
+    A line that was not fully understood may hide a command a ``prefix:`` deny rule names, and
+    so may a command whose words that are not literal stand where the rule's words would be
+    (``git $SUB`` for ``prefix:git commit``) or that runs program text no analyser reads
+    (``python3 -c …``); a redirection to a target that is not literal (``> $F``) may hit a path
+    a deny rule names.
     """
     prefix = next((rule for rule in deny if rule.kind == "prefix"), None)
     if prefix is not None and not analysis.ok:
         problems = "; ".join(analysis.problems) or "it could not be parsed"
         return f'deny rule "{prefix.text}" cannot be checked ({problems})'
+    if prefix is not None:
+        for command in analysis.commands:
+            shown = show_command(command)
+            maybe = next(
+                (r for r in deny if r.kind == "prefix" and r.deny_match(command.words) == "maybe"),
+                None,
+            )
+            if maybe is not None:
+                return (
+                    f'deny rule "{maybe.text}" cannot be checked ("{shown}" has words that are '
+                    "not literal where the rule's words would be)"
+                )
+            opaque = next((risk for risk in programs.risks(command.words) if risk.opaque), None)
+            if opaque is not None:
+                return (
+                    f'deny rule "{prefix.text}" cannot be checked ("{shown}": {opaque.reason}, '
+                    "which the analyser does not read)"
+                )
     paths = next((rule for rule in deny if rule.kind == "path"), None)
     if paths is not None and any("?" in command.writes_to for command in analysis.commands):
         return f'deny rule "{paths.text}" cannot be checked (a redirection target is not literal)'
@@ -176,7 +206,12 @@ def _rule_hit(
         return f" matches {url_host(target)}"
     if kind == "command" and analysis is not None:
         for command in analysis.commands:
-            if rule.matches_command(command.words, loose_name=loose):
+            hit = (
+                rule.deny_match(command.words) == "yes"
+                if loose
+                else rule.covers_command(command.words)
+            )
+            if hit:
                 return f' matches "{show_command(command)}"'
             for written in command.writes_to:
                 if places.matches(rule, written):
@@ -264,11 +299,20 @@ def _simple_command_verdict(
     for written in command.writes_to:
         if not any(places.matches(rule, written) for rule in path_rules):
             return Verdict("ask", f'{base}: "{shown}" writes to {written}')
-    hit = next((r for r in allow if r.kind == "prefix" and r.matches_command(command.words)), None)
+    prefixes = [rule for rule in allow if rule.kind == "prefix"]
+    hit = next((rule for rule in prefixes if rule.covers_command(command.words)), None)
     if hit is not None:
         return Verdict("allow", f'allow rule "{hit.text}"', "rule", hit.text)
     granted = grants.covering_command(tool, command.words)
     if granted is None:
+        for rule in prefixes:
+            risk = uncovered_risk(rule.words, command.words)
+            if risk is not None:
+                return Verdict(
+                    "ask",
+                    f'{base}: "{shown}" is not covered: {risk.reason}, which allow rule '
+                    f'"{rule.text}" does not name',
+                )
         uncovered = "is not covered by an allow rule or a session grant"
         return Verdict("ask", f'{base}: "{shown}" {uncovered}')
     label = f"allowed for this session: {describe_scope(tool, granted, 'command')}"

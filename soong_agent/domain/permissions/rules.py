@@ -9,8 +9,16 @@ Forms (``Tool`` is a tool name; ``*`` in it matches any run of characters, ``*``
 - ``Tool`` — every call of the tool, whatever its target.
 - ``Tool(prefix:npm test)`` — commands whose literal words start with these words, word by word
   (``npm test`` covers ``npm test --watch`` but not ``npm testing``). Words may be quoted.
+  Rules mean what they say (PERM-4): an allow rule never covers a call that uses a writing or
+  executing option its words do not name (``prefix:find`` does not cover ``find . -delete``,
+  ``prefix:git`` does not cover ``git commit``; see `programs`), and program global options are
+  normalised away before matching (``prefix:git status`` covers ``git -C . status``; a deny rule
+  ``prefix:git commit`` stops ``git --no-pager -c k=v commit``). A deny rule that might match a
+  command with words that are not literal (``git $SUB``) cannot be checked: the line asks.
 - ``Tool(domain:example.com)`` — URLs whose host is ``example.com`` or one of its subdomains
-  (``*.example.com``: subdomains only). ``evil-example.com`` is not covered.
+  (``*.example.com``: subdomains only, never ``example.com`` itself); see
+  `targets.DomainPattern`, which ``tools.network.allowed_domains`` uses too.
+  ``evil-example.com`` is not covered.
 - ``Tool(<glob>)`` — paths. ``/src/**`` and ``src/**/*.py`` are relative to the project root,
   ``//etc/**`` is absolute, ``~/…`` is under the home directory. ``*`` and ``?`` stay inside one
   folder, ``**`` crosses folders, ``[abc]`` is a character class, a trailing ``/`` means
@@ -27,8 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from soong_agent.domain.permissions import programs
+from soong_agent.domain.permissions.programs import UNCOVERABLE, Risk
 from soong_agent.domain.permissions.targets import (
     GLOB_CHARS,
+    DomainPattern,
     PathAnchor,
     anchored_path,
     glob_regex,
@@ -37,6 +48,9 @@ from soong_agent.domain.permissions.targets import (
 )
 
 RuleKind = Literal["any", "prefix", "path", "domain"]
+MatchLevel = Literal["no", "maybe", "yes"]
+"""How surely a deny rule matches a command: ``maybe`` when words that are not literal (or
+options that cannot be read) stand where the rule's words would be."""
 
 _TOOL = re.compile(r"^[A-Za-z0-9_*][A-Za-z0-9_.*-]*$")
 _SCHEME_LIKE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):")
@@ -85,16 +99,34 @@ class Rule:
         """
         if self.kind != "prefix" or len(words) < len(self.words):
             return False
-        head = list(words[: len(self.words)])
-        if loose_name and head[0] is not None:
-            name = posixpath.basename(head[0])
-            # bash expands a glob in the command name (`/usr/bin/tou?h`): for a deny rule, a
-            # name pattern that could expand to the denied name counts as that name
-            if name == self.words[0] or (
-                GLOB_CHARS & set(name) and fnmatch.fnmatchcase(self.words[0], name)
-            ):
-                head[0] = self.words[0]
-        return tuple(head) == self.words
+        return _compare(self.words, words, loose_name=loose_name) == "yes"
+
+    def covers_command(self, words: Sequence[str | None]) -> bool:
+        """Whether a ``prefix`` allow rule covers one simple command (PERM-4).
+
+        Its words must start the command's literal words, as written or with the program's
+        global options taken out (``git -C . status``), and every writing or executing option
+        of the call (`programs.risks`) must lie inside the words the rule names.
+        """
+        return self.kind == "prefix" and prefix_covers(self.words, words)
+
+    def deny_match(self, words: Sequence[str | None]) -> MatchLevel:
+        """How surely a ``prefix`` deny rule matches one simple command.
+
+        Both sides are read with global options taken out (deny ``prefix:git commit`` matches
+        ``git -C . --no-pager commit``); the command name also matches by its last path part
+        or a glob that could expand to it. ``maybe``: a word that is not literal stands where
+        the rule's words would be (``git $SUB``), or global options could not be read.
+        """
+        if self.kind != "prefix":
+            return "no"
+        level = _compare(self.words, words, loose_name=True)
+        ruled = tuple(word or "" for word in programs.normalised(self.words).words)
+        command = programs.normalised(words)
+        normal = _compare(ruled, command.words, loose_name=True)
+        if not command.certain and _compare(ruled[:1], words[:1], loose_name=True) == "yes":
+            normal = "maybe"  # global options that cannot be read: any sub-command may follow
+        return max(level, normal, key=_LEVELS.index)
 
     def matches_path(
         self, path: str, *, project_root: str | None = None, home: str | None = None
@@ -117,9 +149,68 @@ class Rule:
         host = url_host(url)
         if host is None:
             return False
-        if host == self.domain:
-            return not self.subdomains_only
-        return host.endswith("." + self.domain)
+        return DomainPattern(self.domain, subdomains_only=self.subdomains_only).matches(host)
+
+
+_LEVELS: tuple[MatchLevel, ...] = ("no", "maybe", "yes")
+
+
+def _compare(prefix: Sequence[str], words: Sequence[str | None], *, loose_name: bool) -> MatchLevel:
+    """Whether `words` start with `prefix`, word by word; ``maybe`` at a word that is not
+    literal. With `loose_name` the command name also matches by its last path part, or as a
+    glob bash could expand to the name (``/usr/bin/tou?h``)."""
+    if not prefix:
+        return "no"
+    for k, expected in enumerate(prefix):
+        if k >= len(words):
+            return "no"
+        word = words[k]
+        if word is None:
+            return "maybe"
+        if word == expected:
+            continue
+        if k == 0 and loose_name:
+            name = posixpath.basename(word)
+            if name == expected or (GLOB_CHARS & set(name) and fnmatch.fnmatchcase(expected, name)):
+                continue
+        return "no"
+    return "yes"
+
+
+def prefix_covers(prefix: Sequence[str | None], words: Sequence[str | None]) -> bool:
+    """Whether a command starting with `prefix` (an allow rule's words, a session grant's) covers
+    the simple command `words`: literal word-wise prefix, as written or with the program's
+    global options taken out, and every risk of the call (`programs.risks`) inside `prefix`."""
+    if not prefix or any(word is None for word in prefix):
+        return False
+    literal = [word or "" for word in prefix]
+    found = programs.risks(words)
+    if _compare(literal, words, loose_name=False) == "yes" and _inside(found, len(literal)):
+        return True
+    normal = programs.normalised(words)
+    if not normal.certain or len(normal.kept) == len(words):
+        return False
+    if _compare(literal, normal.words, loose_name=False) != "yes":
+        return False
+    position = {raw: new for new, raw in enumerate(normal.kept)}
+    moved = [Risk(position.get(r.index, UNCOVERABLE), r.effect, r.reason, r.opaque) for r in found]
+    return _inside(moved, len(literal))
+
+
+def uncovered_risk(prefix: Sequence[str], words: Sequence[str | None]) -> Risk | None:
+    """The first risk of `words` a rule with these words matches but does not cover (for the
+    reason of an ask), or None."""
+    if _compare(prefix, words, loose_name=False) != "yes" and (
+        _compare(prefix, programs.normalised(words).words, loose_name=False) != "yes"
+    ):
+        return None
+    if prefix_covers(prefix, words):
+        return None
+    return next(iter(programs.risks(words)), None)
+
+
+def _inside(found: Sequence[Risk], length: int) -> bool:
+    return all(risk.index < length for risk in found)
 
 
 @dataclass(frozen=True, slots=True)

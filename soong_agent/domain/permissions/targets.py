@@ -4,12 +4,17 @@ Paths here are posix strings; nothing touches a disk. `glob_regex` is the one pa
 of the package: ``*`` and ``?`` stay inside one folder, ``**`` crosses folders, ``[abc]`` is a
 character class. Permission rules (`rules.Rule.matches_path`) and the sensitive-path patterns
 of the file sandboxes (`sensitive.SensitivePaths`) both match through it.
+
+`DomainPattern` is the one domain syntax (SBX-2, PERM-2): ``example.com`` is that host and its
+subdomains, ``*.example.com`` its subdomains only, never ``example.com`` itself. ``domain:``
+permission rules and ``tools.network.allowed_domains`` (the web fetcher) both match through it.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -149,6 +154,46 @@ def _relative_to(absolute: str | None, root: str | None) -> str | None:
         return ""
     prefix = base.rstrip("/") + "/"
     return absolute[len(prefix) :] if absolute.startswith(prefix) else None
+
+
+@dataclass(frozen=True, slots=True)
+class DomainPattern:
+    """One domain pattern: ``example.com`` (the host and its subdomains) or ``*.example.com``
+    (subdomains only: ``api.example.com``, never ``example.com``).
+
+    `domain` is compared as given (lower-case, no trailing dot): callers that compare IDNA
+    (punycode) host names build the pattern from the converted domain.
+    """
+
+    domain: str
+    subdomains_only: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> DomainPattern:
+        """Read ``example.com``, ``*.example.com`` (or ``.example.com``, the same as
+        ``example.com``); raises `ValueError` for anything else with a ``*`` or no name."""
+        host = text.strip().lower().rstrip(".")
+        subdomains_only = host.startswith("*.")
+        if subdomains_only:
+            host = host[2:]
+        elif host.startswith(".") and not host.startswith(".."):
+            host = host[1:]
+        if not host or "*" in host or _BAD_HOST_CHARS.search(host) or "/" in host:
+            raise ValueError(
+                f"{text!r} is not a domain (write example.com for the domain and its "
+                "subdomains, *.example.com for its subdomains only)"
+            )
+        return cls(host, subdomains_only=subdomains_only)
+
+    def matches(self, host: str) -> bool:
+        """Whether the host name `host` (any case, trailing dot allowed) is covered."""
+        name = host.lower().rstrip(".")
+        if name == self.domain:
+            return not self.subdomains_only
+        return name.endswith("." + self.domain)
+
+    def __str__(self) -> str:
+        return f"*.{self.domain}" if self.subdomains_only else self.domain
 
 
 def url_host(url: str) -> str | None:
