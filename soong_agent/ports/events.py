@@ -152,6 +152,28 @@ class BudgetExhausted(_Event):
     reason: str
 
 
+class HookRan(_Event):
+    """A hook command ran (or, `async`, was started in the background); `decision` is what it
+    decided: none, block, allow, deny, update or continue."""
+
+    type: Literal["hook_ran"] = "hook_ran"
+    hook: str
+    command: str
+    exit_code: int | None = None
+    duration_ms: float = 0.0
+    decision: str = "none"
+
+
+class HookFailed(_Event):
+    """A hook crashed, timed out or answered garbage; the run went on without its decision."""
+
+    type: Literal["hook_failed"] = "hook_failed"
+    hook: str
+    command: str
+    reason: str
+    exit_code: int | None = None
+
+
 class ChildAgentEvent(_Event):
     """An event of a child agent, forwarded to its parent run."""
 
@@ -203,6 +225,8 @@ RunEvent = Annotated[
     | CompactionEvent
     | StuckDetected
     | BudgetExhausted
+    | HookRan
+    | HookFailed
     | ChildAgentEvent
     | ErrorEvent
     | UsageEvent
