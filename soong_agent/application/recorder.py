@@ -64,8 +64,8 @@ _TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
 
 
 def _texts_of(cls: type[Any]) -> tuple[str, ...]:
-    """The fields of an event class that may carry text: every field but identifiers, names,
-    numbers and enumerations (strings, lists and dicts, whatever the annotation says)."""
+    """The fields of an event or content block class that may carry text: every field but
+    identifiers, names, numbers and enumerations (strings, lists and dicts)."""
     found = _TEXT_FIELDS.get(cls)
     if found is None:
         fields = getattr(cls, "model_fields", {})
@@ -176,10 +176,13 @@ class RunRecorder:
             else:
                 if self._held:
                     self._flush_streams()
-                for key in _texts_of(cls):
+                memo = self._memo
+                names = _TEXT_FIELDS.get(cls)
+                for key in names if names is not None else _texts_of(cls):
                     value = fields.get(key)
                     if value:
-                        fields[key] = self._scrub(value)
+                        done = memo.get(value) if type(value) is str else None
+                        fields[key] = done if done is not None else self._scrub(value)
         return self._publish(cls, fields)
 
     def _publish(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
@@ -291,9 +294,11 @@ class RunRecorder:
         return message.model_copy(update={"content": blocks})
 
     def _scrub_block(self, block: BaseModel) -> BaseModel:
-        update: dict[str, str] = {}
-        for key, value in block.__dict__.items():
-            if key not in _PLAIN and value and isinstance(value, str):
+        update: dict[str, Any] = {}
+        names = _TEXT_FIELDS.get(type(block))
+        for key in names if names is not None else _texts_of(type(block)):
+            value = getattr(block, key)
+            if value:
                 clean = self._scrub(value)
                 if clean is not value:
                     update[key] = clean

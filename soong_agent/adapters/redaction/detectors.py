@@ -21,6 +21,7 @@ and a redaction that eats hashes and ids makes transcripts useless.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 
@@ -245,7 +246,17 @@ DETECTORS: tuple[Detector, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=64)
+def _trie(words: tuple[str, ...]) -> str:
+    return literal_trie_of(words)
+
+
 def literal_trie(words: Iterable[str]) -> str:
+    """`literal_trie_of`, remembered (each runtime asks for the same one)."""
+    return _trie(tuple(sorted({w for w in words if w})))
+
+
+def literal_trie_of(words: Iterable[str]) -> str:
     """A regex finding any of `words`, written as a trie: ``A(?:KIA|SIA)|sk-`` rather than
     ``AKIA|ASIA|sk-``. The regex engine tries the branches of an alternation one by one at
     each position; a trie tries one per character, which halves the time of the search."""
