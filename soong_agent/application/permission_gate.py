@@ -1,9 +1,14 @@
-"""Decides whether one tool call may run (PERM-1…3, SBX-1 for command path arguments).
+"""Decides whether one tool call may run (PERM-1…4, SBX-1 for command path arguments).
 
-The order: the sandbox first (a command naming a sensitive or forbidden path is refused, whatever
-the rules say), then the domain's policy (deny rules, mode, allow rules, session grants), then
-the approver when the policy asks. The result is the approval port's `Decision`, reached once
-here and acted on as it is by the tool pipeline; every decision is reported with its reason.
+The order: the sandbox first (`command_review`: a command naming a sensitive or forbidden path
+is refused, whatever the rules say), then the domain's policy (deny rules, mode, allow rules,
+session grants), then the approver when the policy asks. A write to a protected path (the
+write tools' target, a command's redirection or a writing command's argument, symlinks
+followed) and a command line the sandbox could not fully place ask in every mode but bypass,
+even when the mode or a rule would allow them; such an answer is never remembered for the
+session, and with nobody to ask the call is denied whatever `write_without_callback` says.
+The result is the approval port's `Decision`, reached once here and acted on as it is by the
+tool pipeline; every decision is reported with its reason.
 """
 
 from __future__ import annotations
@@ -13,22 +18,22 @@ from typing import assert_never
 
 from pydantic import BaseModel
 
+from soong_agent.application.command_review import CommandReview, review_command, sandbox_problem
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext
 from soong_agent.domain import permissions
 from soong_agent.domain.config.schema import PermissionsConfig
-from soong_agent.domain.permissions.shell import (
-    HARMLESS_WRITE_TARGETS,
-    path_arguments,
-    reaches_proc,
-    recursive_folders,
-)
+from soong_agent.domain.permissions.protected import ProtectedPaths, protected_reason
 from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
-from soong_agent.ports.errors import SandboxViolation
+from soong_agent.ports.errors import SandboxViolation, ToolInputError
 from soong_agent.ports.events import PermissionAsked, PermissionDecided
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import ToolCallBlock
-from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
+from soong_agent.ports.shell import ShellAnalyzer
+
+__all__ = ["PermissionGate", "Ruling", "sandbox_problem", "target_of"]
+
+WRITING_CLASSES = frozenset({"write", "exec"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,61 +65,6 @@ def target_of(
     if isinstance(path, str):
         return "path", fs.display_path(path)
     return None, None
-
-
-def _read_problem(fs: FileSystem, word: str) -> str | None:
-    for candidate in fs.expand_shell_word(word):  # a glob: what the shell would name
-        try:
-            fs.check_read(candidate)
-        except SandboxViolation as exc:
-            return str(exc)
-        except (OSError, ValueError):
-            continue  # a path that does not exist is not a leak
-    return None
-
-
-def _write_problem(fs: FileSystem, target: str) -> str | None:
-    if target in HARMLESS_WRITE_TARGETS:
-        return None
-    try:
-        fs.check_write(target)
-    except SandboxViolation as exc:
-        return str(exc)
-    return None
-
-
-def _recursive_problem(fs: FileSystem, words: tuple[str | None, ...]) -> str | None:
-    for folder in recursive_folders(words):
-        found = fs.sensitive_below(folder)
-        if found is not None:
-            return (
-                f"{words[0]} would read {folder} recursively, which holds the sensitive "
-                f"{found}; search with the grep/glob tools, which skip sensitive files"
-            )
-    return None
-
-
-def sandbox_problem(analysis: ShellAnalysis, fs: FileSystem, line: str = "") -> str | None:
-    """Why a command line breaks the path policy: a literal path argument or input redirection
-    that may not be read (globs expanded), a redirection into a file that may not be written, a
-    recursive read of a folder holding sensitive files, or a reference to /proc (which exposes
-    the agent's own environment). None when it does not."""
-    if reaches_proc(line):
-        return "commands may not reach /proc (it exposes the environment of running processes)"
-    for command in analysis.commands:
-        reads = [*path_arguments(command.words), *(s for s in command.reads_from if s != "?")]
-        for path in reads:
-            problem = _read_problem(fs, path)
-            if problem is not None:
-                return problem
-        for target in command.writes_to:
-            problem = _write_problem(fs, target)
-            if problem is not None:
-                return problem
-        problem = _recursive_problem(fs, command.words)
-        if problem is not None:
-            return problem
-    return None
 
 
 class PermissionGate:
@@ -165,10 +115,16 @@ class PermissionGate:
         ctx: ToolContext,
         rec: RunRecorder,
     ) -> tuple[Decision, str]:
+        review = CommandReview()
         if request.shell is not None:
-            problem = sandbox_problem(request.shell, ctx.fs, request.target or "")
-            if problem is not None:
-                return "deny", f"sandbox: {problem}"
+            review = review_command(
+                request.shell,
+                ctx.fs,
+                request.target or "",
+                protected=self._protected(ctx) if self._guards_protected else None,
+            )
+            if review.problem is not None:
+                return "deny", f"sandbox: {review.problem}"
         verdict = permissions.decide(
             request,
             policy=self._policy,
@@ -177,17 +133,73 @@ class PermissionGate:
             home=ctx.fs.home,
         )
         outcome = verdict.outcome
+        if outcome == "deny":
+            return "deny", verdict.reason
+        forced = self._must_ask(tool, request, review, ctx)
+        if forced:
+            why = "; ".join(forced)
+            if self._approver is None:  # whatever write_without_callback says: never silently
+                return "deny", f"no approval callback, and this call must be asked about: {why}"
+            return await self._ask(
+                self._approver, call, tool, request, f"{summary} [{why}]", rec, forced=why
+            )
         match outcome:
             case "allow":
                 return "allow_once", verdict.reason
-            case "deny":
-                return "deny", verdict.reason
             case "ask":
                 if self._approver is None:
                     return permissions.without_approver(self._policy)
                 return await self._ask(self._approver, call, tool, request, summary, rec)
             case _:
                 assert_never(outcome)
+
+    @property
+    def _guards_protected(self) -> bool:
+        return self._policy.mode != "bypass" and bool(self._policy.protected_paths)
+
+    def _protected(self, ctx: ToolContext) -> ProtectedPaths:
+        fs = ctx.fs
+
+        def resolve(path: str) -> str:
+            try:
+                return fs.path_facts(path).resolved
+            except (OSError, ValueError, ToolInputError):
+                return path
+
+        return ProtectedPaths(
+            self._policy.protected_paths, project=fs.root, home=fs.home, resolve=resolve
+        )
+
+    def _must_ask(
+        self,
+        tool: Tool,
+        request: permissions.PermissionRequest,
+        review: CommandReview,
+        ctx: ToolContext,
+    ) -> list[str]:
+        """Why this call asks whatever the mode, rules and grants say (nothing in bypass)."""
+        if self._policy.mode == "bypass":
+            return []
+        reasons = [*review.protected, *review.doubts]
+        target = request.target
+        writes = tool.permission_class in WRITING_CLASSES
+        if request.target_kind == "path" and target is not None and writes:
+            reasons += self._protected_target(target, ctx)
+        return list(dict.fromkeys(reasons))
+
+    def _protected_target(self, target: str, ctx: ToolContext) -> list[str]:
+        """The reason a write tool's target is protected, if it is (and may be written)."""
+        if not self._guards_protected:
+            return []
+        try:
+            facts = ctx.fs.path_facts(target)
+            ctx.fs.check_write(target)
+        except (SandboxViolation, OSError, ValueError, ToolInputError):
+            return []  # the sandbox refuses it when the tool runs: nothing to ask
+        entry = self._protected(ctx).entry_for(facts.lexical, facts.resolved)
+        if entry is None:
+            return []
+        return [protected_reason(ctx.fs.display_path(target), entry)]
 
     async def _ask(
         self,
@@ -197,14 +209,17 @@ class PermissionGate:
         request: permissions.PermissionRequest,
         summary: str,
         rec: RunRecorder,
+        *,
+        forced: str | None = None,
     ) -> tuple[Decision, str]:
-        enabled = self._policy.allow_for_session_enabled
+        enabled = self._policy.allow_for_session_enabled and forced is None
         scopes = permissions.session_scopes(request) if enabled else ()
-        covers = (
-            permissions.describe_scopes(tool.name, scopes, request.target_kind)
-            if enabled
-            else "nothing (allow for session is disabled in permissions)"
-        )
+        if forced is not None:
+            covers = "nothing (this call asks every time: it touches what always asks)"
+        elif enabled:
+            covers = permissions.describe_scopes(tool.name, scopes, request.target_kind)
+        else:
+            covers = "nothing (allow for session is disabled in permissions)"
         rec.event(
             PermissionAsked, call_id=call.id, tool=tool.name, summary=summary, session_scope=covers
         )
@@ -224,8 +239,12 @@ class PermissionGate:
                 self._grants.grant(request)
                 return "allow_for_session", f"user allowed it for this session ({covers})"
             case "allow_once":
+                if forced is not None:
+                    return "allow_once", f"user allowed it once ({forced})"
                 return "allow_once", "user allowed it once"
             case "deny":
+                if forced is not None:
+                    return "deny", f"user denied it ({forced})"
                 return "deny", "user denied it"
             case _:
                 assert_never(answer)

@@ -25,6 +25,24 @@ class GrepMatch:
 
 
 @dataclass(frozen=True, slots=True)
+class PathFacts:
+    """What lies at a path, for the permission gate (nothing is read, nothing is checked).
+
+    `lexical` is the path made absolute (relative ones from the project, ``~`` as the home) and
+    normalised with symlinks untouched; `resolved` has every existing symlink followed (a
+    missing tail stays as written). `exists` says whether anything (a dangling symlink too) is
+    there; `is_dir` whether it is a folder (after links); `links` the hard-link count of a
+    regular file (1 otherwise).
+    """
+
+    lexical: str
+    resolved: str
+    exists: bool
+    is_dir: bool = False
+    links: int = 1
+
+
+@dataclass(frozen=True, slots=True)
 class Listing:
     """A bounded list of results; `truncated` says that more existed than were returned."""
 
@@ -38,8 +56,9 @@ class FileSystem(Protocol):
     every method checks them.
 
     A path outside what the sandbox allows raises `SandboxViolation`; a missing file raises
-    `FileNotFoundError`. The `check_*`, `sensitive_below` and `expand_shell_word` members let
-    the permission gate hold a shell command line's paths to the same policy as the file tools.
+    `FileNotFoundError`. The `check_*`, `sensitive_below`, `expand_shell_word`, `path_facts`
+    and `sensitive_patterns` members let the permission gate hold a shell command line's paths
+    to the same policy as the file tools.
     """
 
     @property
@@ -87,6 +106,22 @@ class FileSystem(Protocol):
         absolute paths, ``[]`` when nothing matches. Any other word is one path (relative
         ones stay relative to the project), whether it exists or not.
         """
+        ...
+
+    def path_facts(self, path: str) -> PathFacts:
+        """What lies at `path` (see `PathFacts`), wherever it is: no sandbox check, no read.
+
+        Lets the gate tell which words of a command name existing files, follow symlinks
+        before matching protected paths, and see hard-linked files. Raises `ToolInputError`
+        for a path holding a NUL character.
+        """
+        ...
+
+    @property
+    def sensitive_patterns(self) -> tuple[str, ...]:
+        """The `tools.sensitive_paths` entries this sandbox refuses (``~`` and placeholders
+        already expanded as configured), for what only the gate can apply: git pathspec
+        exclusions."""
         ...
 
     async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:

@@ -18,7 +18,9 @@ import pytest
 
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
 from soong_agent.adapters.sandbox import LocalFileSystem
+from soong_agent.application.command_review import review_command
 from soong_agent.application.permission_gate import sandbox_problem
+from soong_agent.domain.permissions.protected import ProtectedPaths
 from soong_agent.ports.errors import SandboxViolation
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.shell import ShellAnalysis, SimpleCommand
@@ -207,6 +209,23 @@ def test_expand_shell_word(box: Sandbox) -> None:
 # --- reading and writing -----------------------------------------------------------------------
 
 
+def test_path_facts(box: Sandbox) -> None:
+    fs = box.fs
+    file = fs.path_facts("src/a.py")
+    assert (file.lexical, file.resolved) == (box.inside("src/a.py"), box.inside("src/a.py"))
+    assert file.exists and not file.is_dir and file.links == 1
+    folder = fs.path_facts("src/deep/..")
+    assert folder.lexical == box.inside("src") and folder.exists and folder.is_dir
+    missing = fs.path_facts("nothing/here.txt")
+    assert missing.lexical == box.inside("nothing/here.txt") and not missing.exists
+    assert fs.path_facts("~/.ssh/id_rsa").exists  # no sandbox check: facts only
+    assert fs.path_facts(f"{box.outside}/outside.txt").lexical == f"{box.outside}/outside.txt"
+
+
+def test_sensitive_patterns(box: Sandbox) -> None:
+    assert box.fs.sensitive_patterns == SENSITIVE
+
+
 async def test_read_write_round_trip(box: Sandbox) -> None:
     fs = box.fs
     assert await fs.read_bytes("README.md") == b"hello readme\n"
@@ -320,6 +339,15 @@ def _line(*commands: SimpleCommand) -> ShellAnalysis:
         (_line(SimpleCommand(("grep", "-r", "TOKEN", "."))), True),
         (_line(SimpleCommand(("grep", "-r", "print", "src"))), False),
         (_line(SimpleCommand(("tar", "czf", "/dev/null", "conf"))), True),
+        (_line(SimpleCommand(("cat", "README.md"))), False),
+        (_line(SimpleCommand(("cd", "conf")), SimpleCommand(("cat", ".env.local"))), True),
+        (_line(SimpleCommand(("cd", "src")), SimpleCommand(("cat", "a.py"))), False),
+        (_line(SimpleCommand(("cd",)), SimpleCommand(("ls",))), True),  # the home
+        (_line(SimpleCommand(("git", "show", "HEAD:.env"))), True),
+        (_line(SimpleCommand(("git", "show", "HEAD:README.md"))), False),
+        (_line(SimpleCommand(("git", "show", "HEAD"))), True),
+        (_line(SimpleCommand(("git", "show", "HEAD", "--", "README.md"))), False),
+        (_line(SimpleCommand(("git", "diff", "--", "src"))), True),  # a folder
     ],
 )
 def test_command_paths_are_held_to_the_same_policy(
@@ -327,3 +355,27 @@ def test_command_paths_are_held_to_the_same_policy(
 ) -> None:
     problem = sandbox_problem(analysis, box.fs)
     assert (problem is not None) is refused, problem
+
+
+def test_a_bare_name_is_checked_when_it_exists(box: Sandbox) -> None:
+    box.put(box.inside("conf/key.txt"), "k\n")
+    config = sandbox_problem(_line(SimpleCommand(("cat", "key.txt"))), box.fs)
+    assert config is None  # no such file in the project folder: a word, not a path
+    sensitive = _line(SimpleCommand(("cd", "conf")), SimpleCommand(("cat", ".env.local")))
+    assert sandbox_problem(sensitive, box.fs) is not None
+
+
+def test_protected_paths_make_a_command_ask(box: Sandbox) -> None:
+    protected = ProtectedPaths([".git", ".vscode"], project=box.project, home=box.home)
+    asks = [
+        SimpleCommand(("echo", "x"), writes_to=(".git/hooks/pre-commit",)),
+        SimpleCommand(("cp", "README.md", ".vscode/settings.json")),
+        SimpleCommand(("git", "config", "core.hooksPath", ".")),
+    ]
+    for command in asks:
+        review = review_command(_line(command), box.fs, protected=protected)
+        assert review.problem is None and review.protected, command
+    moved = _line(SimpleCommand(("cd", ".git")), SimpleCommand(("touch", "config")))
+    assert review_command(moved, box.fs, protected=protected).protected
+    reads = _line(SimpleCommand(("cat", ".git/config")), SimpleCommand(("ls", ".vscode")))
+    assert review_command(reads, box.fs, protected=protected).protected == ()

@@ -860,3 +860,31 @@ async def test_folder_swapped_for_symlink_while_searching_is_not_reported(
     listing = await fs.glob("**/*.txt", base=".", limit=10)
     assert listing.items == []
     assert (outside / "secret.txt").read_text() == OUTSIDE_TEXT
+
+
+# --- path facts for the permission gate ------------------------------------------------------
+
+
+def test_path_facts_follow_symlinks_and_count_hard_links(
+    fs: LocalFileSystem, project: Path, outside: Path
+) -> None:
+    real = os.path.realpath
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n")
+    (project / "gitdir").symlink_to(project / ".git", target_is_directory=True)
+    (project / "key.txt").symlink_to(outside / "secret.txt")
+    (project / "dangling").symlink_to(project / "nowhere")
+    os.link(project / ".git" / "config", project / "innocent")
+
+    through = fs.path_facts("gitdir/hooks/pre-commit")  # the file does not exist yet
+    assert through.lexical == real(project) + "/gitdir/hooks/pre-commit"
+    assert through.resolved == real(project) + "/.git/hooks/pre-commit"
+    assert not through.exists
+    key = fs.path_facts("key.txt")
+    assert key.resolved == real(outside / "secret.txt") and key.exists and not key.is_dir
+    assert fs.path_facts("gitdir").is_dir
+    assert fs.path_facts("dangling").exists  # something is there, though it leads nowhere
+    assert fs.path_facts("innocent").links == 2
+    assert fs.path_facts(".git").links == 1  # folders count as one
+    with pytest.raises(ToolInputError):
+        fs.path_facts("a\x00b")

@@ -115,6 +115,38 @@ def test_command_env_defaults() -> None:
     assert "API_KEY" not in secret and "x_token" not in secret and secret["A"] == "a"
 
 
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (".:/usr/bin:/bin", "/usr/bin:/bin"),
+        ("/usr/bin::/bin:", "/usr/bin:/bin"),
+        ("bin:./node_modules/.bin:/opt/x/bin", "/opt/x/bin"),
+        ("~/bin:/usr/bin", "/usr/bin"),
+        (".:bin", "/usr/bin:/bin"),  # nothing absolute is left: the default
+        ("/a:/b:/a", "/a:/b:/a"),  # the user's order and repeats stay
+    ],
+)
+def test_command_env_keeps_only_absolute_path_entries(path: str, expected: str) -> None:
+    assert command_env({"PATH": path}, ["PATH"])["PATH"] == expected
+    assert command_env({"PATH": path}, [])["PATH"] == expected  # PATH added when not listed
+
+
+def test_command_env_drops_what_changes_a_line_after_the_check() -> None:
+    base = {"CDPATH": "/elsewhere", "GIT_LITERAL_PATHSPECS": "1", "GIT_NOGLOB_PATHSPECS": "1"}
+    env = command_env({**base, "A": "a"}, [*base, "A"])
+    assert not set(base) & set(env) and env["A"] == "a"
+
+
+async def test_a_planted_program_in_the_folder_never_runs(tmp_path: Path) -> None:
+    planted = tmp_path / "ls"
+    planted.write_text("#!/bin/sh\necho PLANTED\n")
+    planted.chmod(0o755)
+    tool = make_tool(tmp_path, base_env={"PATH": f".::{os.environ.get('PATH', '/usr/bin')}"})
+    out = await call(tool, command="ls && echo PATH=$PATH")
+    assert "PLANTED" not in out.content
+    assert "PATH=/" in out.content and "PATH=." not in out.content
+
+
 async def test_output_caps_are_marked(tmp_path: Path) -> None:
     tool = make_tool(tmp_path, stdout_limit_bytes=1000, stderr_limit_bytes=300)
     out = await call(tool, command="yes | head -c 5000000; yes e | head -c 2000000 >&2")

@@ -162,3 +162,71 @@ def test_secret_in_the_agents_initial_environment_never_reaches_a_command(
     assert value not in report["seen"][0]
     files = [p for p in world.home.rglob("*") if p.is_file()]
     assert not [p for p in files if value.encode() in p.read_bytes()]
+
+
+# --- PATH hygiene (issue 11 item 4) ----------------------------------------------------------
+
+PLANTED = "#!/bin/sh\ntouch planted-ran\necho PLANTED\n"
+
+
+def plant_program(folder: Path, name: str = "cat") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    program = folder / name
+    program.write_text(PLANTED, encoding="utf-8")
+    program.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    ("entry", "where"),
+    [(".", "."), ("", "."), ("./bin", "bin"), ("bin", "bin"), ("tools/../bin", "bin")],
+    ids=["dot", "empty", "dot_bin", "bin", "dotdot"],
+)
+async def test_a_relative_path_entry_never_runs_a_planted_program(
+    world: World, monkeypatch: pytest.MonkeyPatch, entry: str, where: str
+) -> None:
+    """`.` (or an empty or relative entry) first on PATH: `cat` would be the project's ./cat."""
+    plant_program(world.project / where)
+    (world.project / "tools").mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", f"{entry}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    outcome = await world.run(("run_command", {"command": "cat readme.txt"}), approval=ALLOW)
+    assert "an ordinary project file" in outcome.seen_by_model
+    assert "PLANTED" not in outcome.seen_by_model
+    assert not (world.project / "planted-ran").exists()
+
+
+async def test_a_declarative_tool_never_runs_a_planted_program(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant_program(world.project)
+    monkeypatch.setenv("PATH", f".:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    tools = world.home / "tools"
+    tools.mkdir(exist_ok=True)
+    definition = {
+        "name": "show_readme",
+        "description": "Print the readme.",
+        "parameters": {"type": "object", "properties": {}},
+        "command": ["cat", "readme.txt"],
+        "permission_class": "read_only",
+    }
+    (tools / "show_readme.json").write_text(json.dumps(definition), encoding="utf-8")
+    outcome = await world.run(("show_readme", {}), approval=ALLOW)
+    assert "an ordinary project file" in outcome.seen_by_model
+    assert not (world.project / "planted-ran").exists()
+
+
+async def test_control_absolute_entries_stay_and_dot_slash_still_runs(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's own absolute folders stay on PATH, in order; a program in the project still
+    runs when named as ``./name`` (what the tool's description says)."""
+    bin_dir = world.root / "bin"
+    plant_program(bin_dir, "hello-tool")
+    plant_program(world.project, "local-tool")
+    monkeypatch.setenv("PATH", f".:{bin_dir}::{os.environ.get('PATH', '/usr/bin:/bin')}")
+    outcome = await world.run(
+        ("run_command", {"command": 'hello-tool && ./local-tool && echo "PATH=$PATH"'}),
+        approval=ALLOW,
+    )
+    assert outcome.seen_by_model.count("PLANTED") == 2
+    assert f"PATH={bin_dir}:" in outcome.seen_by_model
+    assert "::" not in outcome.seen_by_model

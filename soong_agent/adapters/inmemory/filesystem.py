@@ -24,7 +24,7 @@ from soong_agent.domain.permissions.targets import (
     normalise,
 )
 from soong_agent.ports.errors import SandboxViolation, ToolInputError
-from soong_agent.ports.filesystem import DirEntry, GrepMatch, Listing
+from soong_agent.ports.filesystem import DirEntry, GrepMatch, Listing, PathFacts
 
 
 def _error(kind: type[OSError], code: int, display: str) -> OSError:
@@ -205,6 +205,17 @@ class InMemoryFileSystem:
             and all(fnmatch.fnmatchcase(k, p) for k, p in zip(known.split("/"), parts, strict=True))
         ]
         return hits[: max(limit, 0)]
+
+    def path_facts(self, path: str) -> PathFacts:
+        absolute = self._absolute(path)
+        if self._is_file(absolute):
+            return PathFacts(absolute, absolute, exists=True)
+        is_dir = self._is_dir(absolute)
+        return PathFacts(absolute, absolute, exists=is_dir, is_dir=is_dir)
+
+    @property
+    def sensitive_patterns(self) -> tuple[str, ...]:
+        return tuple(rule.pattern for rule in self._sensitive.rules)
 
     # --- the port --------------------------------------------------------------------------
 

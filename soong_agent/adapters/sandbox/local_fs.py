@@ -42,7 +42,7 @@ from soong_agent.adapters.sandbox.search import (
 )
 from soong_agent.domain.permissions.targets import GLOB_CHARS, relative_parts
 from soong_agent.ports.errors import SandboxViolation, ToolInputError
-from soong_agent.ports.filesystem import DirEntry, GrepMatch, Listing
+from soong_agent.ports.filesystem import DirEntry, GrepMatch, Listing, PathFacts
 
 __all__ = [
     "GREP_BINARY_SNIFF_BYTES",
@@ -181,6 +181,27 @@ class LocalFileSystem:
             return [path]
         pattern = os.path.join(self._policy.project, path)  # an absolute `path` stays as it is
         return list(itertools.islice(globlib.iglob(pattern, include_hidden=True), max(limit, 0)))
+
+    def path_facts(self, path: str) -> PathFacts:
+        """What lies at `path`: lexical and resolved forms, existence, folder, hard links."""
+        lexical, resolved = self._policy.resolve(path)
+        try:
+            st = os.lstat(lexical)
+        except (OSError, ValueError):
+            return PathFacts(lexical, resolved, exists=False)
+        try:
+            target = os.stat(lexical) if stat.S_ISLNK(st.st_mode) else st
+        except (OSError, ValueError):
+            return PathFacts(lexical, resolved, exists=True)  # a dangling symlink
+        links = target.st_nlink if stat.S_ISREG(target.st_mode) else 1
+        return PathFacts(
+            lexical, resolved, exists=True, is_dir=stat.S_ISDIR(target.st_mode), links=links
+        )
+
+    @property
+    def sensitive_patterns(self) -> tuple[str, ...]:
+        """The sensitive entries as configured."""
+        return tuple(rule.pattern for rule in self._policy.rules)
 
     # --- the port --------------------------------------------------------------------------
 

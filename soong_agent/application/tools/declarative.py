@@ -2,7 +2,8 @@
 
 The arguments are checked against a pydantic model built from the definition's JSON schema and
 placed into the argv as whole items; nothing goes through a shell, so `; rm -rf x` or
-`$(touch f)` in an argument is just text the program receives.
+`$(touch f)` in an argument is just text the program receives. The program is looked up on a
+PATH that holds only absolute folders (`shell.command_env`), never in the project.
 """
 
 from __future__ import annotations
@@ -126,8 +127,9 @@ def declarative_tool(
     The timeout is `effective_timeout_ms` (override, else the definition's, else the default;
     capped at `tools.max_timeout_ms`); the process gets the same environment as run_command
     (`shell.command_env`: the allow-listed variables of `env`, never a credential, nor one of
-    `secret_names`); stdout and stderr are cut at the configured limits and the result reads
-    like run_command's.
+    `secret_names`; PATH without relative or empty entries, so a program named by the template
+    is never one planted in the project); stdout and stderr are cut at the configured limits
+    and the result reads like run_command's.
     """
     timeout_ms = effective_timeout_ms(spec.name, spec.timeout_ms, tools)
     process_env = command_env(

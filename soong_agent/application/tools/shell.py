@@ -5,6 +5,13 @@ a small environment: only the variables named in `tools.env_allowlist`, plus PAT
 when missing, and never a variable that looks like a credential (``*_API_KEY``, ``*_TOKEN``,
 ``*_SECRET``) or that a model profile reads its API key from, even when allow-listed.
 Cancelling the call kills the command's group and propagates the cancellation.
+
+PATH keeps only its absolute folders: an empty entry, ``.`` or any relative one (``bin``,
+``./node_modules/.bin``) would make the shell look for ``cat`` in the folder the command runs
+in, where the model can plant one. Variables that change how a command line is understood
+after the permission check are dropped too: CDPATH (``cd sub`` could go elsewhere) and git's
+``GIT_LITERAL_PATHSPECS`` / ``GIT_NOGLOB_PATHSPECS`` (they turn off the pathspec exclusions that
+keep sensitive files out of git's output).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET")
 """Variables whose names end like this never reach a command."""
 _SECRET_NAMES = frozenset({"API_KEY", "TOKEN", "SECRET"})
 DEFAULT_PATH = "/usr/bin:/bin"
+DROPPED_VARIABLES = frozenset({"CDPATH", "GIT_LITERAL_PATHSPECS", "GIT_NOGLOB_PATHSPECS"})
+"""Variables never passed to a command (see the module docstring)."""
 DEFAULT_LANG = "C.UTF-8"
 SUMMARY_MAX_CHARS = 120
 
@@ -51,6 +60,13 @@ def is_secret_name(name: str, secret_names: Collection[str] = ()) -> bool:
     return upper in _SECRET_NAMES or upper.endswith(SECRET_SUFFIXES) or name in secret_names
 
 
+def absolute_path_entries(path: str) -> str:
+    """`path` (a PATH value) without its empty and relative entries; `DEFAULT_PATH` when none
+    is left."""
+    kept = [entry for entry in path.split(":") if entry.startswith("/")]
+    return ":".join(kept) or DEFAULT_PATH
+
+
 def command_env(
     base_env: Mapping[str, str],
     allowlist: Collection[str],
@@ -58,15 +74,18 @@ def command_env(
     secret_names: Collection[str] = (),
     home: str | None = None,
 ) -> dict[str, str]:
-    """The environment of a command: allow-listed variables of `base_env` minus secrets, plus
-    PATH (``/usr/bin:/bin`` when `base_env` has none), HOME (`base_env`'s, else `home`) and
-    LANG (``C.UTF-8``) when missing."""
+    """The environment of a command: allow-listed variables of `base_env` minus secrets and
+    `DROPPED_VARIABLES`, plus PATH (``/usr/bin:/bin`` when `base_env` has none), HOME
+    (`base_env`'s, else `home`) and LANG (``C.UTF-8``) when missing. PATH keeps only its
+    absolute entries (`absolute_path_entries`)."""
     env = {
         name: base_env[name]
         for name in allowlist
-        if name in base_env and not is_secret_name(name, secret_names)
+        if name in base_env
+        and not is_secret_name(name, secret_names)
+        and name.upper() not in DROPPED_VARIABLES
     }
-    env.setdefault("PATH", base_env.get("PATH") or DEFAULT_PATH)
+    env["PATH"] = absolute_path_entries(env.get("PATH") or base_env.get("PATH") or DEFAULT_PATH)
     fallback_home = base_env.get("HOME") or home
     if fallback_home:
         env.setdefault("HOME", fallback_home)
@@ -184,7 +203,8 @@ def run_command_tool(
         f"(stdout cut at {tools.stdout_limit_bytes} bytes, stderr at "
         f"{tools.stderr_limit_bytes}). Default timeout {_seconds(default_ms)}, at most "
         f"{_seconds(max_ms)} (timeout_ms). No input is given; background processes are killed "
-        "when the command ends.",
+        "when the command ends. PATH holds only absolute folders (programs in the current "
+        "folder run as ./name).",
         RunCommandArgs,
         run_command,
         permission_class="exec",

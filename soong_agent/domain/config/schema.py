@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from soong_agent.domain.permissions.decision import Outcome, PermissionMode
+from soong_agent.domain.permissions.protected import DEFAULT_PROTECTED_PATHS
 from soong_agent.domain.permissions.rules import parse_rule
 
 ProviderName = Literal["openai", "anthropic", "ollama"]
@@ -243,6 +244,7 @@ class PermissionsConfig(Section):
     mode: PermissionMode = "default"
     allow: list[PermissionRule] = Field(default_factory=list)
     deny: list[PermissionRule] = Field(default_factory=list)
+    protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
 
 
 class HooksConfig(Section):
