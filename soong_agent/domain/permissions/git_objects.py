@@ -23,6 +23,9 @@ which print every changed file. `read_git` reads one simple command's words and 
 
 Left to the OS sandbox and documented: a ref the model points at a blob (``git tag t HASH``)
 and aliases from the user's own git config are not followed.
+
+Longer than our ~400-line habit on purpose: git's option tables and the reading of each
+object-printing subcommand belong together.
 """
 
 from __future__ import annotations
