@@ -51,7 +51,8 @@ def resolve_paths(config: SoongConfig, *, home: str, project: str) -> SoongConfi
     """A new config whose path fields have their placeholders expanded.
 
     The path fields are `context.session_db_path`, `memory.memory_dir`, `plan.default_dir`,
-    `task.wal_dir`, and each entry of `tools.allowed_write_roots` and `tools.sensitive_paths`.
+    `task.wal_dir`, and each entry of `tools.allowed_write_roots`, `tools.sensitive_paths` and
+    `permissions.protected_paths`.
     """
 
     def expand(value: str) -> str:
@@ -68,6 +69,11 @@ def resolve_paths(config: SoongConfig, *, home: str, project: str) -> SoongConfi
             ),
             "plan": config.plan.model_copy(update={"default_dir": expand(config.plan.default_dir)}),
             "task": config.task.model_copy(update={"wal_dir": expand(config.task.wal_dir)}),
+            "permissions": config.permissions.model_copy(
+                update={
+                    "protected_paths": [expand(p) for p in config.permissions.protected_paths]
+                }
+            ),
             "tools": tools.model_copy(
                 update={
                     "allowed_write_roots": [expand(p) for p in tools.allowed_write_roots],

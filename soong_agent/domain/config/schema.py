@@ -116,12 +116,33 @@ MemoryCategory = Literal["user", "feedback", "reference"]
 MEMORY_CATEGORIES: tuple[MemoryCategory, ...] = ("user", "feedback", "reference")
 
 
+class StuckConfig(Section):
+    """When a run counts as stuck, and how often it is steered before it stops."""
+
+    same_call: int = Field(default=4, ge=0)
+    """The same call with the same result this many times in a row (0: off)."""
+    same_error: int = Field(default=4, ge=0)
+    cycle: int = Field(default=3, ge=0)
+    """An A-B (or A-B-C) pattern of calls with the same results, repeated this many times."""
+    monologue: int = Field(default=4, ge=0)
+    compaction: int = Field(default=3, ge=0)
+    max_interventions: int = Field(default=3, ge=0)
+    """Reminders and prunings before the run stops with status `stuck`."""
+
+
 class RuntimeConfig(Section):
     """Run-wide limits."""
 
     cancel_timeout_ms: int = Field(default=10_000, ge=0)
     max_turns: int = Field(default=100, ge=1)
     max_continuations: int = Field(default=3, ge=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Stop a run once it has cost this much (needs the model's prices)."""
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Stop a run once it has used this many tokens (input + output, cache included)."""
+    max_wall_ms: int | None = Field(default=None, gt=0)
+    """Stop a run after this long."""
+    stuck: StuckConfig = Field(default_factory=StuckConfig)
 
 
 class ContextConfig(Section):
@@ -252,6 +273,8 @@ class HooksConfig(Section):
 
     enabled: bool = True
     default_timeout_ms: int = Field(default=30_000, gt=0)
+    max_stop_continuations: int = Field(default=3, ge=0)
+    """How often a `stop` hook may make the agent go on, per run."""
 
 
 class NetworkConfig(Section):
