@@ -1,0 +1,111 @@
+"""`soong-agent sandbox check` (SBX-3): which OS sandbox works here; if none, why and the fix.
+
+Every mechanism is tried for real (a trial command must fail to read a denied file and to
+write outside its root). Then what each `sandbox.os` mode would do, and, when the config
+loads, the policy commands of the project would run under. Exit status 0 when commands
+would run sandboxed (or `sandbox.os` is explicitly ``off``), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, get_args
+
+from soong_agent.entrypoints.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
+from soong_agent.ports.errors import SoongAgentError
+from soong_agent.ports.ossandbox import SandboxMode, SandboxPolicy, SandboxProbe
+
+if TYPE_CHECKING:
+    from soong_agent.adapters.config.toml_loader import LoadedConfig
+
+MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
+
+
+def configured_mode(loaded: LoadedConfig | None) -> SandboxMode:
+    """`sandbox.os` of the config (``auto`` when the config or the key is absent)."""
+    section = getattr(loaded.config, "sandbox", None) if loaded is not None else None
+    value = getattr(section, "os", "auto")
+    return value if value in MODES else "auto"
+
+
+def render_probe(probe: SandboxProbe) -> list[str]:
+    """One line per mechanism, then its cause and fix when it does not work."""
+    lines = ["OS sandbox mechanisms (best first):"]
+    for status in probe.statuses:
+        verdict = "works" if status.works else "does NOT work"
+        detail = f"  {status.detail}" if status.detail else ""
+        lines.append(
+            f"  {status.mechanism:<10} {verdict:<13} trial {status.elapsed_ms:.0f} ms{detail}"
+        )
+        if not status.works:
+            lines.append(f"      cause: {status.cause}")
+            if status.fix:
+                lines.append(f"      fix:   {status.fix}")
+    return lines
+
+
+def render_modes(probe: SandboxProbe, current: SandboxMode) -> list[str]:
+    """What each `sandbox.os` value does on this host; the configured one is marked."""
+    best = probe.best
+    outcome = {
+        "auto": best or "none: commands run UNSANDBOXED (one warning, results marked)",
+        "required": best or "none: every command is refused",
+        "off": "none (explicitly off; results marked unsandboxed)",
+    }
+    lines = ["sandbox.os:"]
+    for mode in MODES:
+        mark = "*" if mode == current else " "
+        lines.append(f"  {mark} {mode:<8} -> {outcome[mode]}")
+    return lines
+
+
+def render_policy(policy: SandboxPolicy) -> list[str]:
+    """The policy: where commands may write, what they cannot read, and the network."""
+    lines = ["policy for commands of this project:"]
+    lines.append("  writable:  " + (", ".join(policy.writable()) or "(nothing)"))
+    if policy.deny_paths:
+        lines.append("  hidden (neither read nor written):")
+        for path, reason in zip(policy.deny_paths, policy.deny_reasons, strict=False):
+            lines.append(f"    {path}  ({reason})")
+    else:
+        lines.append("  hidden:    (nothing that exists)")
+    for exception in policy.read_exceptions:
+        lines.append(f"  readable inside a hidden folder: {exception}")
+    lines.append("  network:   " + ("allowed" if policy.network else "none without a grant"))
+    return lines
+
+
+def check_sandbox(*, path: str | None, mode: str | None = None) -> int:
+    """Print the probe, the modes and the policy; see the module documentation."""
+    if mode is not None and mode not in MODES:
+        return fail(f"--mode: expected one of {', '.join(MODES)}, got {mode!r}", EXIT_USAGE)
+    from soong_agent.adapters.ossandbox import probe_host
+    from soong_agent.adapters.ossandbox.config import command_tmp_dir, policy_for_config
+
+    probe = probe_host(every_mechanism=True, refresh=True)
+    loaded: LoadedConfig | None = None
+    problem = ""
+    try:
+        from soong_agent.entrypoints.sdk import load
+
+        loaded = load(path, None)
+    except SoongAgentError as exc:
+        problem = str(exc)
+    current: SandboxMode = mode if mode in MODES else configured_mode(loaded)
+    lines = render_probe(probe)
+    lines += render_modes(probe, current)
+    if loaded is not None:
+        policy = policy_for_config(
+            loaded.config.tools,
+            project=str(loaded.project),
+            agent_home=str(loaded.home),
+            session_db=loaded.config.context.session_db_path,
+            tmp_dir=command_tmp_dir(),
+        )
+        lines += render_policy(policy)
+    else:
+        lines.append(f"policy: not shown, the config did not load ({problem})")
+    sys.stdout.write("\n".join(lines) + "\n")
+    if current == "off" or probe.best is not None:
+        return EXIT_OK
+    return EXIT_FAILED
