@@ -57,10 +57,16 @@ class InstantModel:
             yield StreamFinished("end_turn")
 
 
+_done = 0
+
+
 @tool
 async def noop() -> str:
-    """Does nothing."""
-    return "ok"
+    """Does nothing (it counts, so that its results differ: the same result every turn would
+    rightly be stopped as a stuck run)."""
+    global _done
+    _done += 1
+    return f"ok {_done}"
 
 
 async def one_run(folder: Path, turns: int, *, sqlite: bool) -> tuple[list[float], int, int]:
