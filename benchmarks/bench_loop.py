@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import sqlite3
 import statistics
@@ -57,16 +58,14 @@ class InstantModel:
             yield StreamFinished("end_turn")
 
 
-_done = 0
+_counter = itertools.count(1)
 
 
 @tool
 async def noop() -> str:
     """Does nothing (it counts, so that its results differ: the same result every turn would
     rightly be stopped as a stuck run)."""
-    global _done
-    _done += 1
-    return f"ok {_done}"
+    return f"ok {next(_counter)}"
 
 
 async def one_run(folder: Path, turns: int, *, sqlite: bool) -> tuple[list[float], int, int]:
