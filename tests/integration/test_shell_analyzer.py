@@ -361,3 +361,144 @@ def test_session_grant_for_a_line_covers_each_of_its_commands() -> None:
     for line in ("npm test && rm x", "npm test > out", "npm test; grep x", "$X"):
         assert decide(analyse(line), policy=policy, grants=grants).outcome == "ask", line
     assert grants.grant(analyse("$X")) == ()
+
+
+# --- bash quoting, read the way bash reads it (PERM-4) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "commands"),
+    [
+        # line continuations: removed unquoted, in "…" and unquoted here-documents
+        ('echo "$\\\n(rm x)"', [("echo", None), ("rm", "x")]),
+        ("echo $\\\n(rm x)", [("echo", None), ("rm", "x")]),
+        ("r\\\nm -rf x", [("rm", "-rf", "x")]),
+        ("echo a\\\n  b", [("echo", "a", "b")]),
+        ("cat <<EOF\n$\\\n(rm x)\nEOF", [("cat",), ("rm", "x")]),
+        ("cat <<EOF\nx\nE\\\nOF\nrm y\nEOF", [("cat",), ("rm", "y"), ("EOF",)]),
+        # … and kept in '…', $'…', comments and quoted here-documents
+        ("echo 'a\\\nb'", [("echo", "a\\\nb")]),
+        ("echo $'a\\\nb'", [("echo", "a\\\nb")]),
+        ("echo a # c \\\nrm x", [("echo", "a"), ("rm", "x")]),
+        ("cat <<'EOF'\n$\\\n(rm x)\nEOF", [("cat",)]),
+        # one word however tree-sitter splits it
+        ('"r"\\m -rf x', [("rm", "-rf", "x")]),
+        ("echo 'a'\\? b", [("echo", "a?", "b")]),
+        ("echo $''\\{ x", [("echo", "{", "x")]),
+        ("h == x", [("h", "==", "x")]),
+        # $'…' decoded, $"…" not literal
+        ("$'\\x72m' -rf x", [("rm", "-rf", "x")]),
+        ("echo $'a\\tb\\x41\\101\\u0041\\q\\'\\\\'", [("echo", "a\tbAAA\\q'\\")]),
+        ("echo $'a\\0b'", [("echo", None)]),
+        ('echo $"a b"', [("echo", None)]),
+        # backticks: unescaped, then read as a line
+        ("echo `echo \\`rm x\\``", [("echo", None), ("echo", None), ("rm", "x")]),
+        ("echo `rm \\\\x \\$y`", [("echo", None), ("rm", "x", None)]),
+        ('echo "$`rm x`"', [("echo", None), ("rm", "x")]),
+        # options that name a command
+        ("rg --pre rm x", [("rg", "--pre", "rm", "x"), ("rm", None)]),
+        ("git -c core.pager='rm -rf y' log", [("git", "-c", "core.pager=rm -rf y", "log")]),
+        ("tar -t --to-command='rm y' -f a", [("tar", "-t", "--to-command=rm y", "-f", "a")]),
+        ("chrt -f 10 rm x", [("chrt", "-f", "10", "rm", "x"), ("rm", "x")]),
+        ("taskset -c 0 rm x", [("taskset", "-c", "0", "rm", "x"), ("rm", "x")]),
+        ("nice -19 rm x", [("nice", "-19", "rm", "x"), ("rm", "x")]),
+        ("read -r line", [("read", "-r", "line")]),
+    ],
+)
+def test_bash_quoting(line: str, commands: list[Words]) -> None:
+    analysis = ANALYZER.analyze(line)
+    assert analysis.ok, analysis.problems
+    listed = [c.words for c in analysis.commands]
+    assert all(c in listed for c in commands), listed
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("h \\\t x", "text the analyser does not read"),  # tree-sitter drops an escaped tab
+        ('echo "$ $(rm x)"', "not a parameter bash expands"),
+        ("echo $'\\\\'\necho x; rm y; echo '", "cannot delimit"),
+        ('cat <<E"O"F\nx\nEOF\nrm y\nEOF', ""),
+        ("cat <<EOF\n`rm x`\nEOF", "expansion the analyser does not place"),
+        ('echo "`rm \\"a b\\"`"', "inside backticks in quotes"),
+        ('echo "$$(" ; rm x; ")"', "$$("),
+        ("h (rm x)", "where bash expects a word"),
+        ("k\n\\rm x", ""),
+        ("export PATH=/tmp/evil; ls", "export PATH=… can change what later commands run"),
+        ("read PATH < f; ls", "read assigns PATH"),
+        ("printf -v PATH %s /tmp; ls", "printf assigns PATH"),
+        ("echo $((PATH=0))", "arithmetic expression assigns"),
+        ("echo ${PATH:=/tmp/x}", "assigns a variable"),
+        ("let PATH=1", "let assigns"),
+        ("shopt -s expand_aliases\nalias ls='rm -rf x'\nls", "shopt"),
+        ("set -k; npm test PATH=/tmp", "set -k"),
+        ("hash -p /tmp/evil ls; ls", "hash -p"),
+        ("enable -f ./x.so rm", "enable -f"),
+        ("mapfile -C 'rm x' -c 1 a < f", "mapfile -C"),
+        ("sudo --weird rm x", "cannot tell which command sudo runs"),
+        ("git -c core.pager=$P log", "not literal"),
+    ],
+)
+def test_what_bash_and_tree_sitter_read_differently_is_not_ok(line: str, problem: str) -> None:
+    analysis = ANALYZER.analyze(line)
+    assert not analysis.ok
+    assert any(problem in p for p in analysis.problems), analysis.problems
+
+
+RULES_MEAN = ["run_command(prefix:find)", "run_command(prefix:rg)", "run_command(prefix:echo)"]
+RULES_MEAN += ["run_command(prefix:git status)", "run_command(prefix:sed -n)"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "find . -name '*.py' -delete",
+        "find . -fprint out.txt",
+        "rg --pre=./x.sh pattern",
+        'echo "$\\\n(touch m)"',
+        "echo $'\\\\'\necho x; touch m; echo '",
+        "git -c core.pager=./x.sh status",
+        "git -C . -c alias.status=!./x.sh status",
+        "sed -n 'w out' file",
+        "sed -n -e 1p -e 'e touch m' file",
+    ],
+)
+def test_reader_rules_do_not_cover_writing_or_executing_calls(line: str) -> None:
+    verdict = judge(line, allow=RULES_MEAN)
+    assert verdict.outcome == "ask", verdict.reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "find . -name '*.py'",
+        "rg pattern",
+        'echo "a b"',
+        "git status",
+        "git -C . status",
+        "git --no-pager status -s",
+        "sed -n 1p file",
+        "echo a\\\n  b",
+    ],
+)
+def test_control_reader_rules_still_cover_reading(line: str) -> None:
+    verdict = judge(line, allow=RULES_MEAN)
+    assert verdict.outcome == "allow", verdict.reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git -C . commit -m x",
+        "git --no-pager commit -m x",
+        "git -c user.name=x commit -m x",
+        "env git -C . commit",
+        "sudo -u me git --git-dir=.git commit",
+        "echo x | xargs git -P commit -m",
+        "g\\\nit commit",
+        '"gi"\\t commit',
+    ],
+)
+def test_deny_rules_match_after_global_options(line: str) -> None:
+    verdict = judge(line, allow=["run_command"], deny=["run_command(prefix:git commit)"])
+    assert verdict.outcome == "deny", verdict.reason

@@ -697,3 +697,98 @@ def test_without_approver(setting: Any, decision: str) -> None:
     got, reason = without_approver(PermissionsConfig(write_without_callback=setting))
     assert got == decision
     assert "write_without_callback" in reason
+
+
+# --- PERM-4: rules mean what they say -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "scope"),
+    [
+        (("find", ".", "-name", "x"), "find ."),
+        (("find", ".", "-name", "x", "-delete"), "find . -name x -delete"),
+        (("git", "-C", ".", "status"), "git status"),
+        (("git", "--no-pager", "log", "-1"), "git log"),
+        (("git", "-c", "core.pager=x", "log"), "git log"),  # the -c can never be granted
+        (("sed", "-i", "s/a/b/", "f"), "sed -i"),
+    ],
+)
+def test_command_scope_reaches_the_writing_options(words: Words, scope: str) -> None:
+    assert command_scope(words) == scope
+
+
+def test_grants_cover_a_command_the_way_a_prefix_rule_does() -> None:
+    grants = SessionGrants()
+    grants.add("run_command", "find .", "command")
+    grants.add("run_command", "git status", "command")
+    assert grants.covering_command("run_command", ("find", ".", "-name", "x")) == "find ."
+    assert grants.covering_command("run_command", ("find", ".", "-delete")) is None
+    assert grants.covering_command("run_command", ("git", "-C", ".", "status")) == "git status"
+    assert grants.covering_command("run_command", ("git", "-c", "core.pager=x", "status")) is None
+    assert grants.covering("run_command", "find . -delete", "command") is None
+
+
+@pytest.mark.parametrize(
+    ("config", "request_", "outcome", "reason"),
+    [
+        (
+            {"allow": ["run_command(prefix:find)"]},
+            cmd(("find", ".", "-delete")),
+            "ask",
+            'find -delete deletes files, which allow rule "run_command(prefix:find)" does not',
+        ),
+        (
+            {"allow": ["run_command(prefix:find . -delete)"]},
+            cmd(("find", ".", "-delete")),
+            "allow",
+            'allow rule "run_command(prefix:find . -delete)"',
+        ),
+        (
+            {"allow": ["run_command(prefix:git status)"]},
+            cmd(("git", "-C", ".", "status")),
+            "allow",
+            'allow rule "run_command(prefix:git status)"',
+        ),
+        (
+            {"allow": ["run_command"], "deny": ["run_command(prefix:git commit)"]},
+            cmd(("git", "-C", ".", "--no-pager", "commit", "-m", "x")),
+            "deny",
+            'deny rule "run_command(prefix:git commit)" matches',
+        ),
+        (
+            {"allow": ["run_command"], "deny": ["run_command(prefix:git commit)"]},
+            cmd(("git", None)),
+            "ask",
+            'deny rule "run_command(prefix:git commit)" cannot be checked ("git …" has words',
+        ),
+        (
+            {"mode": "bypass", "deny": ["run_command(prefix:git push)"]},
+            cmd(("git", "-C", None, "status")),
+            "ask",
+            "mode bypass, but deny rule",
+        ),
+        (
+            {"allow": ["run_command"], "deny": ["run_command(prefix:rm)"]},
+            cmd(("python3", "-c", "import shutil; shutil.rmtree('x')")),
+            "ask",
+            "python -c runs code, which the analyser does not read",
+        ),
+        (
+            {"allow": ["run_command"], "deny": ["run_command(prefix:rm)"]},
+            cmd(("git", "-c", "alias.x=!rm -rf y", "x")),
+            "ask",
+            "may make git run a program",
+        ),
+        (
+            {"allow": ["run_command"]},
+            cmd(("python3", "-c", "print(1)")),
+            "allow",
+            'allow rule "run_command"',
+        ),
+    ],
+)
+def test_rules_mean_what_they_say(
+    config: dict[str, Any], request_: PermissionRequest, outcome: str, reason: str
+) -> None:
+    verdict = run(request_, **config)
+    assert (verdict.outcome, reason in verdict.reason) == (outcome, True), verdict.reason

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from soong_agent.domain.config.schema import PermissionsConfig, SoongConfig
 from soong_agent.domain.config.validation_messages import format_validation_error
 from soong_agent.domain.permissions import (
+    DomainPattern,
     RuleSet,
     anchored_path,
     parse_rule,
@@ -264,3 +265,114 @@ def test_rules_of_other_kinds_never_match() -> None:
     assert not prefix.matches_path("ls") and not prefix.matches_url("https://ls")
     assert not path.matches_command(("src",)) and not path.matches_url("https://src")
     assert not domain.matches_command(("a.com",)) and not domain.matches_path("a.com")
+
+
+# --- PERM-4: rules mean what they say ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "words", "covered"),
+    [
+        # a reader's prefix covers reading, not its writing or executing options
+        ("find", ("find", ".", "-name", "*.py"), True),
+        ("find", ("find", ".", "-delete"), False),
+        ("find", ("find", ".", "-fprint", "out"), False),
+        ("find", ("find", ".", "-exec", "rm", "{}", ";"), False),
+        ("find", ("find", ".", None), False),  # `$ARGS` may be -delete
+        ("find . -delete", ("find", ".", "-delete"), True),  # a rule naming the option
+        ("find . -delete", ("find", ".", "-delete", "-fprint", "x"), False),
+        ("rg", ("rg", "pattern"), True),
+        ("rg", ("rg", "--pre=./x.sh", "p"), False),
+        ("rg", ("rg", "--pre", "./x.sh", "p"), False),
+        ("rg", ("rg", "-e", "--pre", "p"), True),  # a pattern, not the option
+        ("sed -n", ("sed", "-n", "1p", "file"), True),
+        ("sed -n", ("sed", "-n", "w out", "file"), False),
+        ("sed -n", ("sed", "-n", "-i", "s/a/b/", "f"), False),
+        ("sed", ("sed", "s/a/b/w out", "f"), False),
+        ("sed", ("sed", "s/a/b/e", "f"), False),
+        ("sed", ("sed", "-ni", "p", "f"), False),
+        ("sed -i", ("sed", "-i", "s/a/b/", "f"), True),
+        ("awk", ("awk", "{print $1}", "f"), True),
+        ("awk", ("awk", '{system("rm x")}', "f"), False),
+        ("awk", ("awk", '{print > "out"}'), False),
+        ("awk", ("awk", "-f", "prog.awk"), False),
+        ("python3", ("python3", "script.py", "-c"), True),
+        ("python3", ("python3", "-c", "import os"), False),
+        ("perl", ("perl", "-ne", "print"), False),
+        ("perl", ("perl", "-pi", "-e", "s/a/b/", "f"), False),
+        ("node", ("node", "-e", "1"), False),
+        ("bash", ("bash", "-c", "ls"), False),
+        ("tar -tf", ("tar", "-tf", "a.tar"), True),
+        ("tar", ("tar", "xzf", "a.tgz"), False),
+        ("tar", ("tar", "-t", "--to-command=sh", "-f", "a"), False),
+        ("git", ("git", "status"), True),
+        ("git", ("git", "commit", "-m", "x"), False),
+        ("git commit", ("git", "commit", "-m", "x"), True),
+        ("git status", ("git", "-C", ".", "status"), True),
+        ("git status", ("git", "--no-pager", "-c", "color.ui=never", "status"), True),
+        ("git status", ("git", "-c", "core.pager=evil", "status"), False),
+        ("git status", ("git", "--exec-path=/tmp", "status"), False),
+        ("git status", ("git", "-C", None, "status"), False),
+        ("git log", ("git", "log", "--output=x"), False),
+        ("git branch", ("git", "branch", "-a"), True),
+        ("git branch", ("git", "branch", "-D", "main"), False),
+        ("git config", ("git", "config", "user.name"), True),
+        ("git config", ("git", "config", "user.name", "x"), False),
+        ("sort", ("sort", "-o", "out", "f"), False),
+        ("npm", ("npm", "run", "build"), True),  # executors by nature: their own rule covers
+        ("make", ("make", "test"), True),
+    ],
+)
+def test_prefix_allow_rules_cover_only_what_they_name(
+    rule: str, words: tuple[str | None, ...], covered: bool
+) -> None:
+    assert parse_rule(f"run_command(prefix:{rule})").covers_command(words) is covered
+
+
+@pytest.mark.parametrize(
+    ("rule", "words", "level"),
+    [
+        ("git commit", ("git", "commit", "-m", "x"), "yes"),
+        ("git commit", ("git", "-C", ".", "commit"), "yes"),
+        ("git commit", ("git", "--no-pager", "commit"), "yes"),
+        ("git commit", ("git", "-c", "k=v", "commit"), "yes"),
+        ("git commit", ("git", "--git-dir=.git", "--work-tree=.", "-P", "commit"), "yes"),
+        ("git commit", ("/usr/bin/git", "-C", ".", "commit"), "yes"),
+        ("git -C . commit", ("git", "commit"), "yes"),  # the rule is normalised too
+        ("git commit", ("git", None), "maybe"),
+        ("git commit", ("git", "-C", None, "status"), "maybe"),
+        ("git commit", ("git", "status"), "no"),
+        ("git commit", ("git", "-C", ".", "status"), "no"),
+        ("rm -rf", ("rm", None, "x"), "maybe"),
+        ("rm", ("rmdir", "x"), "no"),
+        ("rm", ("echo", None), "no"),
+    ],
+)
+def test_deny_rules_match_after_global_options(
+    rule: str, words: tuple[str | None, ...], level: str
+) -> None:
+    assert parse_rule(f"run_command(prefix:{rule})").deny_match(words) == level
+
+
+@pytest.mark.parametrize(
+    ("pattern", "host", "matches"),
+    [
+        ("example.com", "example.com", True),
+        ("example.com", "api.example.com", True),
+        ("example.com", "EXAMPLE.com.", True),
+        ("example.com", "evil-example.com", False),
+        ("*.example.com", "example.com", False),
+        ("*.example.com", "api.example.com", True),
+        ("*.example.com", "a.b.example.com", True),
+        ("*.localhost", "localhost", False),
+        (".example.com", "example.com", True),
+    ],
+)
+def test_one_domain_pattern_syntax(pattern: str, host: str, matches: bool) -> None:
+    assert DomainPattern.parse(pattern).matches(host) is matches
+
+
+@pytest.mark.parametrize("text", ["", "*", "*example.com", "a.*.com", "ex ample.com", "*.", "a/b"])
+def test_bad_domain_patterns(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a domain"):
+        DomainPattern.parse(text)

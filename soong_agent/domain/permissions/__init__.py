@@ -1,7 +1,10 @@
-"""Permissions as one subsystem (PERM-1…4, SBX-1): rules, grants, the decision, sensitive paths.
+"""Permissions as one subsystem (PERM-1…4, SBX-1, SBX-2): rules, grants, the decision, paths.
 
 - `rules`: the rule syntax (`Tool`, `Tool(prefix:…)`, `Tool(<glob>)`, `Tool(domain:…)`);
-- `targets`: path globs, anchored paths, URL hosts (what rules match against);
+- `programs`: option tables, what turns a reader into a writer or executor (PERM-4), and the
+  global options normalised away before rules match;
+- `targets`: path globs, anchored paths, URL hosts, the one domain pattern syntax (what rules
+  and `tools.network.allowed_domains` match against);
 - `decision`: the ordered `Outcome` (allow < ask < deny, strictest wins), `Verdict`, the mode;
 - `request`: one tool call as the policy sees it;
 - `grants`: `allow_for_session` grants and their scopes;
@@ -30,14 +33,17 @@ from soong_agent.domain.permissions.grants import (
     url_scope,
 )
 from soong_agent.domain.permissions.policy import decide, rules_for, without_approver
+from soong_agent.domain.permissions.programs import Normalised, Risk, normalised, risks
 from soong_agent.domain.permissions.request import PermissionRequest, TargetKind
 from soong_agent.domain.permissions.rules import (
+    MatchLevel,
     Rule,
     RuleKind,
     RuleSet,
     parse_rule,
     parse_rules,
     path_rule,
+    prefix_covers,
 )
 from soong_agent.domain.permissions.sensitive import (
     SensitivePaths,
@@ -46,6 +52,7 @@ from soong_agent.domain.permissions.sensitive import (
 )
 from soong_agent.domain.permissions.shell import fallback_analysis, show_command
 from soong_agent.domain.permissions.targets import (
+    DomainPattern,
     PathAnchor,
     anchored_path,
     glob_regex,
@@ -54,10 +61,14 @@ from soong_agent.domain.permissions.targets import (
 
 __all__ = [
     "DecidedBy",
+    "DomainPattern",
+    "MatchLevel",
+    "Normalised",
     "Outcome",
     "PathAnchor",
     "PermissionMode",
     "PermissionRequest",
+    "Risk",
     "Rule",
     "RuleKind",
     "RuleSet",
@@ -75,11 +86,14 @@ __all__ = [
     "directory_scope",
     "fallback_analysis",
     "glob_regex",
+    "normalised",
     "parse_rule",
     "parse_rules",
     "path_rule",
     "path_scope",
+    "prefix_covers",
     "rank",
+    "risks",
     "rules_for",
     "scope_covers",
     "session_scopes",

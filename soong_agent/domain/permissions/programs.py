@@ -133,6 +133,9 @@ def embedded_commands(words: Words) -> list[tuple[Literal["argv", "line"], str |
         for i, word in enumerate(words[1:at], start=1):
             if word not in ("-c", "--config-env") or i + 1 >= len(words):
                 continue
+            if words[i + 1] is None:
+                found.append(("line", None))  # any key: maybe one whose value git runs
+                continue
             key, _, value = (words[i + 1] or "").partition("=")
             if key.lower().startswith("alias.") and not value.startswith("!"):
                 continue  # an alias for another git sub-command: not a shell line
