@@ -30,27 +30,26 @@ literal, a wrapper whose options it cannot read, a line whose continuations or e
 cannot place the way bash does (tree-sitter and bash disagreeing), or nesting deeper than
 `max_nesting`.
 
-Longer than our ~400-line habit on purpose: one walk over one grammar, whose node kinds and
-the bash word rules it checks them against belong together.
+Bash's rules over plain text (continuations, decoding, builtins, wrappers) live in
+`bash_text`. Longer than our ~400-line habit on purpose: one walk over one grammar, with the
+checks of where tree-sitter and bash disagree next to the node kinds they are about.
 """
 
 from __future__ import annotations
 
 import itertools
 import posixpath
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
+from soong_agent.adapters.shell import bash_text
 from soong_agent.domain.permissions.programs import (
-    FIND_EXEC,
     SHELL_VALUE_OPTIONS,
     SHELLS,
     WRAPPERS,
-    Wrapper,
     embedded_commands,
 )
 from soong_agent.ports.shell import ShellAnalysis, SimpleCommand
@@ -64,8 +63,6 @@ _ENV_SPLIT = ("-S", "--split-string")
 _WRITE_OPS = frozenset({">", ">>", "&>", "&>>", ">|", "<>"})
 _REDIRECT_OPS = _WRITE_OPS | {"<", ">&", "<&", ">&-", "<&-"}
 _NOT_FILES = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-_BRACE_EXPANSION = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _REDIRECT_TYPES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
 # node kinds whose text bash reads literally: a backslash-newline in them stays
 _LITERAL_KINDS = frozenset({"raw_string", "ansi_c_string", "comment"})
@@ -96,23 +93,10 @@ _ARITHMETIC_ASSIGN = frozenset(
     {"=", "+=", "-=", "*=", "/=", "%=", "<<=", ">>=", "&=", "^=", "|=", "++", "--"}
 )
 _ARITHMETIC = frozenset({"arithmetic_expansion", "compound_statement"})
+
+
 # after a `$`, what starts an expansion in bash (a name, a digit, a special parameter, braces …)
-_EXPANDS_AFTER_DOLLAR = re.compile(r"[A-Za-z0-9_{(@*#?$!\-'\"]")
-_ANSI_SIMPLE = {
-    *("a\a", "b\b", "e\x1b", "E\x1b", "f\f", "n\n", "r\r", "t\t", "v\v"),
-    *("\\\\", "''", '""', "??"),
-}
-_ANSI = {pair[0]: pair[1] for pair in _ANSI_SIMPLE}
-_OCTAL = frozenset("01234567")
-_HEX = frozenset("0123456789abcdefABCDEF")
 # a here-document delimiter the analyser reads: plain characters, escapes, '…' and "…"
-_DELIMITER = re.compile(r"""(?:[A-Za-z0-9_.+:,@%^=/-]|\\[^\n]|'[^'\n]*'|"[^"\\$`\n]*")+""")
-_PARAMETER = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-])")
-_RISKY_SHOPT = frozenset({"expand_aliases", "extglob", "extdebug"})
-_READ_VALUES = frozenset({"-d", "-i", "-n", "-N", "-p", "-t", "-u"})
-_MAPFILE_VALUES = frozenset({"-d", "-n", "-O", "-s", "-u", "-c"})
-
-
 @lru_cache(maxsize=1)
 def _bash() -> Language:
     return Language(tree_sitter_bash.language())
@@ -183,7 +167,7 @@ def _join_continuations(state: _State, data: bytes, tree: Tree) -> Tree:
     literal = _literal_spans(tree.root_node)
     removed: list[int] = []
     kept: list[int] = []
-    for at in _continuations(data):
+    for at in bash_text.continuations(data):
         (kept if _inside(at, literal) else removed).append(at)
     if not removed:
         return tree
@@ -205,21 +189,6 @@ def _join_continuations(state: _State, data: bytes, tree: Tree) -> Tree:
         if not _inside(moved, spans):
             state.problem("a line continuation the analyser cannot place the way bash does")
     return again
-
-
-def _continuations(data: bytes) -> list[int]:
-    """Positions of the backslashes that, with the newline after them, make a continuation
-    (an odd run of backslashes before a newline)."""
-    found: list[int] = []
-    at = data.find(b"\\\n")
-    while at >= 0:
-        run = 1
-        while at - run >= 0 and data[at - run] == 0x5C:
-            run += 1
-        if run % 2 == 1:
-            found.append(at)
-        at = data.find(b"\\\n", at + 1)
-    return found
 
 
 def _literal_spans(root: Node) -> list[tuple[int, int]]:
@@ -289,7 +258,7 @@ def _walk(state: _State, node: Node, nesting: int, depth: int) -> None:
         _check_heredoc(state, node)
     elif kind in ("ansi_c_string", "raw_string"):
         _check_quote_end(state, node)
-    elif kind == "simple_expansion" and not _PARAMETER.fullmatch(_text(node)):
+    elif kind == "simple_expansion" and not bash_text.PARAMETER.fullmatch(_text(node)):
         state.problem(f"{_text(node)!r} is not a parameter bash expands")
     if kind == "variable_assignment":
         name = node.child_by_field_name("name")
@@ -334,10 +303,10 @@ def _check_heredoc(state: _State, node: Node) -> None:
     if start is None:
         return
     raw = _text(start)
-    if not _DELIMITER.fullmatch(raw):
+    if not bash_text.DELIMITER.fullmatch(raw):
         state.problem(f"the here-document delimiter {raw!r} is not modelled")
         return
-    delimiter = _unescape_unquoted(raw.replace('"', "").replace("'", ""))
+    delimiter = bash_text.unescape_unquoted(raw.replace('"', "").replace("'", ""))
     if end is None or _text(end).lstrip("\t") != delimiter:
         state.problem(f"the here-document {raw!r} does not end where bash ends it")
         return
@@ -375,31 +344,13 @@ def _check_hidden(state: _State, node: Node) -> None:
     for child in node.named_children:
         if child.type in _EXPANSIONS:
             segment = text[cursor : max(cursor, child.start_byte - start)]
-            if _expands(segment, quoted=quoted):
+            if bash_text.expands(segment, quoted=quoted):
                 break
             cursor = child.end_byte - start
     else:
-        if not _expands(text[cursor:], quoted=quoted):
+        if not bash_text.expands(text[cursor:], quoted=quoted):
             return
     state.problem(f"{_shorten(_text(node))!r} holds an expansion the analyser does not place")
-
-
-def _expands(text: str, *, quoted: bool) -> bool:
-    """Whether bash would expand something in `text` (or, unquoted, end the word at a newline)."""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "`" or (ch == "\n" and not quoted):
-            return True
-        if ch == "$" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if _EXPANDS_AFTER_DOLLAR.match(nxt) and not (quoted and nxt in "'\""):
-                return True
-        i += 1
-    return False
 
 
 def _backticks(state: _State, node: Node, nesting: int) -> None:
@@ -412,7 +363,7 @@ def _backticks(state: _State, node: Node, nesting: int) -> None:
     # blanks before it
     opening = node.children[0].end_byte - node.start_byte
     inner = text[opening:-1] if text.endswith("`") and len(text) > opening else None
-    end = _backtick_end(text, opening)
+    end = bash_text.backtick_end(text, opening)
     if inner is None or end != len(text) - 1:
         state.problem(f"{_shorten(text)!r}: a backtick substitution the analyser cannot delimit")
         return
@@ -422,30 +373,7 @@ def _backticks(state: _State, node: Node, nesting: int) -> None:
             return
         _analyze_line(state, inner, nesting=nesting + 1)
         return
-    out: list[str] = []
-    i = 0
-    while i < len(inner):
-        ch = inner[i]
-        if ch == "\\" and i + 1 < len(inner) and inner[i + 1] in "\\`$":
-            out.append(inner[i + 1])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    _analyze_line(state, "".join(out), nesting=nesting + 1)
-
-
-def _backtick_end(text: str, start: int) -> int:
-    """Where bash ends a backtick substitution opened before `start` (-1: it does not)."""
-    i = start
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == "`":
-            return i
-        i += 1
-    return -1
+    _analyze_line(state, bash_text.unescape_backticks(inner), nesting=nesting + 1)
 
 
 def _quoted_in_quotes(node: Node) -> bool:
@@ -586,7 +514,7 @@ def _group_literal(nodes: list[Node]) -> str | None:
         parts.append(part)
         unquoted += _text(node) if node.type == "word" else "\x00" * len(part)
         previous = node
-    if _BRACE_EXPANSION.search(unquoted):
+    if bash_text.BRACE_EXPANSION.search(unquoted):
         return None
     return "".join(parts)
 
@@ -718,7 +646,7 @@ def _add(
         return
     base = posixpath.basename(name)
     args = words[1:]
-    problem = _builtin_problem(base, args)
+    problem = bash_text.builtin_problem(base, args)
     if problem is not None:
         state.problem(f"{problem} in {_shorten(shown)!r}")
     if base == "eval":
@@ -731,12 +659,12 @@ def _add(
     elif base == "trap":
         _trap(state, args, nesting, shown)
     elif base == "find":
-        for executed in _find_exec(args):
+        for executed in bash_text.find_exec(args):
             _nested(state, executed, nesting, shown)
     elif base == "env" and any(a is not None and a.startswith(_ENV_SPLIT) for a in args):
         state.problem(f"env -S (split string) is not analysed in {_shorten(shown)!r}")
     elif base in WRAPPERS:
-        inner = _wrapped(WRAPPERS[base], args, nice=base == "nice")
+        inner = bash_text.wrapped(WRAPPERS[base], args, nice=base == "nice")
         if inner is None:
             state.problem(f"cannot tell which command {base} runs in {_shorten(shown)!r}")
         elif inner:
@@ -750,62 +678,6 @@ def _add(
             state.problem(f"commands nested more than {state.max_nesting} levels deep")
         else:
             _analyze_line(state, text, nesting=nesting + 1)
-
-
-def _builtin_problem(base: str, args: Words) -> str | None:
-    """Why a builtin changes how the rest of the line is read or what it runs (None: it does
-    not). Assignments to lower-case names are local to the shell and left alone."""
-    if base in ("read", "mapfile", "readarray", "getopts", "printf"):
-        return _assigning_builtin(base, args)
-    if base == "let":
-        return "let assigns variables"
-    if base == "shopt" and any(a is None or a in _RISKY_SHOPT for a in args):
-        return "shopt changes how later commands are read"
-    if base == "set" and any(a is None or a in ("-k", "keyword") or _cluster(a, "k") for a in args):
-        return "set -k turns later words into assignments"
-    if base == "hash" and any(a is None or _cluster(a, "p") for a in args):
-        return "hash -p changes which program a name runs"
-    if base == "enable" and any(a is None or _cluster(a, "f") for a in args):
-        return "enable -f loads a builtin from a file"
-    return None
-
-
-def _cluster(arg: str | None, letter: str) -> bool:
-    return arg is not None and arg.startswith("-") and not arg.startswith("--") and letter in arg
-
-
-def _assigning_builtin(base: str, args: Words) -> str | None:
-    targets: list[str | None] = []
-    operands: list[str | None] = []
-    values = _READ_VALUES if base == "read" else _MAPFILE_VALUES
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg is None:
-            return f"{base} with a word that is not literal may assign any variable"
-        if base in ("getopts", "printf") or not arg.startswith("-") or arg == "-":
-            operands.append(arg)
-        elif base == "read" and arg.startswith("-") and "a" in arg[1:]:
-            targets.append(args[i + 1] if i + 1 < len(args) and arg.endswith("a") else arg)
-            i += 1
-        elif base in ("mapfile", "readarray") and _cluster(arg, "C"):
-            return f"{base} -C runs a callback"
-        elif arg in values:
-            i += 1
-        i += 1
-    if base == "printf":
-        if operands[:1] == ["-v"]:
-            targets.append(operands[1] if len(operands) > 1 else None)
-        elif any(a == "-v" or (a or "").startswith("-v") for a in operands[:1]):
-            targets.append((operands[0] or "")[2:])
-    elif base == "getopts":
-        targets.extend(operands[1:2])
-    else:
-        targets.extend(operands)
-    for target in targets:
-        if target is None or target != target.lower():
-            return f"{base} assigns {target or 'a variable'}, which can change what runs"
-    return None
 
 
 def _nested(
@@ -874,71 +746,6 @@ def _trap(state: _State, args: Words, nesting: int, shown: str) -> None:
         _analyze_line(state, action, nesting=nesting + 1)
 
 
-def _find_exec(args: Words) -> list[Words]:
-    """The commands of `find … -exec CMD … ;` (also `-execdir`, `-ok`, `-okdir`, `+`)."""
-    found: list[Words] = []
-    i = 0
-    while i < len(args):
-        if args[i] in FIND_EXEC:
-            j = i + 1
-            while j < len(args) and args[j] not in (";", "+"):
-                j += 1
-            if j > i + 1:
-                found.append(args[i + 1 : j])
-            i = j
-        i += 1
-    return found
-
-
-def _wrapped(spec: Wrapper, args: Words, *, nice: bool = False) -> Words | None:
-    """The command a wrapper runs (empty: none), or None when that cannot be told."""
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg is None:
-            return None
-        if arg == "--":
-            i += 1
-            break
-        if spec.assignments and _ASSIGNMENT.match(arg):
-            i += 1
-            continue
-        if not arg.startswith("-") or len(arg) == 1:
-            break
-        if arg in spec.no_command or arg.partition("=")[0] in spec.no_command:
-            return ()
-        if nice and re.fullmatch(r"-\d+", arg):
-            i += 1  # `nice -19 cmd`: the old way to give the adjustment
-            continue
-        step = _wrapper_option(spec, args, i)
-        if step is None:
-            return None
-        i += step
-    i += spec.positionals
-    return args[i:] if i < len(args) else ()
-
-
-def _wrapper_option(spec: Wrapper, args: Words, i: int) -> int | None:
-    """How many words the option at `i` takes (None: an option the table does not know)."""
-    arg = args[i] or ""
-    if arg.startswith("--"):
-        name = arg.partition("=")[0]
-        if name in spec.value_options:
-            return 1 if "=" in arg else 2
-        return 1 if name in spec.flags else None
-    for j in range(1, len(arg)):
-        name = "-" + arg[j]
-        if name in spec.no_command:
-            return None
-        if name in spec.optional_attached:
-            return 1
-        if name in spec.value_options:
-            return 1 if j + 1 < len(arg) else 2
-        if name not in spec.flags:
-            return None
-    return 1
-
-
 # --- words ---------------------------------------------------------------------------------------
 
 
@@ -949,9 +756,9 @@ def _literal(node: Node) -> str | None:
     if not node.is_named:
         return None if kind == "$" else text  # `==`, `=~`: tree-sitter's test operators
     if kind == "word":
-        if _BRACE_EXPANSION.search(text) or _expands(text, quoted=False):
+        if bash_text.BRACE_EXPANSION.search(text) or bash_text.expands(text, quoted=False):
             return None
-        return _unescape_unquoted(text)
+        return bash_text.unescape_unquoted(text)
     if kind == "number":
         return text
     if kind == "variable_assignment":  # `export NAME=value`
@@ -965,7 +772,7 @@ def _literal(node: Node) -> str | None:
     if kind == "string":
         return _double_quoted(node)
     if kind == "ansi_c_string":
-        return _ansi_c(text[2:-1])
+        return bash_text.ansi_c(text[2:-1])
     if kind == "concatenation":
         parts: list[str] = []
         unquoted = ""
@@ -980,7 +787,7 @@ def _literal(node: Node) -> str | None:
             else:
                 unquoted += "\x00" * len(part)  # quoted text cannot form a brace expansion
             previous = child
-        if _BRACE_EXPANSION.search(unquoted):
+        if bash_text.BRACE_EXPANSION.search(unquoted):
             return None
         return "".join(parts)
     return None
@@ -992,89 +799,9 @@ def _double_quoted(node: Node) -> str | None:
     if any(child.type not in ('"', "string_content", "$") for child in node.children):
         return None
     content = _text(node)[1:-1]
-    if _expands(content, quoted=True):
+    if bash_text.expands(content, quoted=True):
         return None
-    return _unescape_double_quoted(content)
-
-
-def _ansi_c(body: str) -> str | None:
-    """The text of ``$'…'`` as bash decodes it; None when it would hold a NUL (bash cuts the
-    word there) or a byte outside ASCII (its meaning depends on the locale)."""
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch != "\\" or i + 1 >= len(body):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = body[i + 1]
-        value: int | None = None
-        if nxt in _ANSI:
-            out.append(_ANSI[nxt])
-            i += 2
-            continue
-        if nxt in _OCTAL:
-            digits = _run(body, i + 1, _OCTAL, 3)
-            value, i = int(digits, 8), i + 1 + len(digits)
-        elif nxt in "xuU":
-            digits = _run(body, i + 2, _HEX, {"x": 2, "u": 4, "U": 8}[nxt])
-            if not digits:
-                out.append("\\" + nxt)
-                i += 2
-                continue
-            value, i = int(digits, 16), i + 2 + len(digits)
-        elif nxt == "c" and i + 2 < len(body):
-            target = body[i + 2]
-            i += 3
-            if target == "\\" and body[i : i + 1] == "\\":
-                i += 1
-            value = 0x7F if target == "?" else ord(target.upper()) & 0x1F
-        else:
-            out.append("\\" + nxt)
-            i += 2
-            continue
-        if value == 0 or value > 0x7F:
-            return None
-        out.append(chr(value))
-    return "".join(out)
-
-
-def _run(text: str, start: int, allowed: frozenset[str], limit: int) -> str:
-    end = start
-    while end < len(text) and end - start < limit and text[end] in allowed:
-        end += 1
-    return text[start:end]
-
-
-def _unescape_unquoted(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            if text[i + 1] != "\n":
-                out.append(text[i + 1])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _unescape_double_quoted(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\\n':
-            if text[i + 1] != "\n":
-                out.append(text[i + 1])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+    return bash_text.unescape_double_quoted(content)
 
 
 def _text(node: Node) -> str:

@@ -205,7 +205,7 @@ WRAPPERS: dict[str, Wrapper] = {
         no_command=_set("-l", "--list", "-v", "--validate", "-K", "--remove-timestamp", "-V"),
     ),
     "doas": Wrapper(_set("-u", "-C"), _set("-n", "-s", "-L")),
-    "command": Wrapper(flags=_set("-p", "-v", "-V")),
+    "command": Wrapper(flags=_set("-p"), no_command=_set("-v", "-V")),  # -v: only looks up
     "builtin": Wrapper(),
     "exec": Wrapper(_set("-a"), _set("-c", "-l")),
     "time": Wrapper(
@@ -798,14 +798,20 @@ def _interpreter(program: str) -> Check:
 def _shell(words: Words) -> list[Risk]:
     """``sh -c SCRIPT``: the analyser reads SCRIPT, but ``-c`` is not a reading option."""
     found: list[Risk] = []
-    for i, word in enumerate(words[1:], start=1):
+    i = 1
+    while i < len(words):
+        word = words[i]
         if word is None:
             found.append(Risk(i, "unclear", "a word of the shell that is not literal"))
             break
-        if word == "--" or not word.startswith(("-", "+")) or word in SHELL_VALUE_OPTIONS:
+        if word == "--" or not word.startswith(("-", "+")):
             break
+        if word in SHELL_VALUE_OPTIONS:
+            i += 2
+            continue
         if word.startswith("-") and not word.startswith("--") and "c" in word:
             found.append(Risk(i, "executes", f"{program_name(words[0])} -c runs a command line"))
+        i += 1
     return found
 
 
