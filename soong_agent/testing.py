@@ -10,7 +10,7 @@ the real adapter (tests/contract):
     EventSink       RecordingEventSink       Approver       RecordingApprover, CallbackApprover
     Clock           FixedClock               IdGenerator    SequentialIds
     SecretSource    DictSecretSource         ContextSource  StaticContextSource
-    SecretRedactor  DictSecretRedactor
+    SecretRedactor  DictSecretRedactor       CommandSandbox RecordingCommandSandbox
 
 Example:
     model = ScriptedModel([
@@ -36,6 +36,7 @@ from soong_agent.adapters.inmemory.fakes import (
     StaticContextSource,
 )
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
+from soong_agent.adapters.inmemory.ossandbox import RecordingCommandSandbox, SandboxCall
 from soong_agent.adapters.inmemory.process import (
     ProcessCall,
     ScriptedProcess,
@@ -60,7 +61,9 @@ __all__ = [
     "InMemorySessionStore",
     "ProcessCall",
     "RecordingApprover",
+    "RecordingCommandSandbox",
     "RecordingEventSink",
+    "SandboxCall",
     "ScriptedModel",
     "ScriptedPage",
     "ScriptedProcess",

@@ -76,6 +76,8 @@ class Adapters(containers.DeclarativeContainer):
     filesystem = providers.Singleton(factories.filesystem, loaded)
     context_source = providers.Singleton(_context_source, loaded)
     process_runner = providers.Singleton(factories.process_runner)
+    command_sandboxing = providers.Singleton(factories.command_sandboxing, loaded)
+    command_runner = providers.Singleton(factories.command_runner, command_sandboxing)
     web_fetcher = providers.Singleton(factories.web_fetcher, loaded)
     token_counter = providers.Singleton(factories.token_counter)
     shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
@@ -93,11 +95,12 @@ class Services(containers.DeclarativeContainer):
     catalog = providers.Singleton(
         factories.tool_catalog,
         loaded,
-        adapters.process_runner,
+        adapters.command_runner,
         adapters.web_fetcher,
         adapters.artifact_store,
         todo_board,
         user_tools,
+        adapters.command_sandboxing,
     )
     ports = providers.Singleton(
         RunPorts,

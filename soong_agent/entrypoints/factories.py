@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError, MissingSecretError, UsageError
 from soong_agent.ports.model import ModelProvider
+from soong_agent.ports.ossandbox import SandboxPolicy
 from soong_agent.ports.process import ProcessRunner
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     import httpx
 
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.adapters.ossandbox.select import SandboxChoice
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
     from soong_agent.application.assembly import RunPolicies, RunSpec
@@ -187,9 +189,14 @@ def tool_catalog(
     artifacts: ArtifactStore,
     board: TodoBoard,
     user_tools: list[Tool],
+    sandbox: CommandSandboxing | None = None,
 ) -> ToolCatalog:
     """Built-in tools, declarative tools from the home, the SDK caller's Python tools, then
-    `tools.disabled`/`overrides`. A Python tool named like another tool is a UsageError."""
+    `tools.disabled`/`overrides`. A Python tool named like another tool is a UsageError.
+
+    `runner` runs the commands of run_command and declarative tools; `sandbox` is the OS
+    sandbox it starts them in: what it allows is told to the model, and its warning (no
+    sandbox works here) joins the catalog's warnings."""
     import os
 
     from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
@@ -209,7 +216,12 @@ def tool_catalog(
     tools = [
         *file_tools(),
         run_command_tool(
-            runner=runner, project=project, tools=config, base_env=env, secret_names=secrets
+            runner=runner,
+            project=project,
+            tools=config,
+            base_env=env,
+            secret_names=secrets,
+            sandbox_note=sandbox.note if sandbox is not None else "",
         ),
         web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
         todo_write_tool(board),
@@ -234,7 +246,8 @@ def tool_catalog(
             )
         taken.add(tool.name)
     tools, warnings = apply_tool_config([*tools, *user_tools], config)
-    return ToolCatalog(ToolRegistry(tools), [*problems, *clashes, *warnings])
+    loud = [sandbox.choice.warning] if sandbox is not None and sandbox.choice.warning else []
+    return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *warnings])
 
 
 def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
@@ -275,9 +288,46 @@ def root_spec(
 
 
 def process_runner() -> ProcessRunner:
+    """A runner without an OS sandbox (hooks are not sandboxed yet; SBX-3 will have them)."""
     from soong_agent.adapters.process.runner import SubprocessRunner
 
     return SubprocessRunner()
+
+
+@dataclass(frozen=True)
+class CommandSandboxing:
+    """The OS sandbox commands run in (SBX-3), the policy it enforces, and the sentence that
+    tells the model what it allows."""
+
+    choice: SandboxChoice
+    policy: SandboxPolicy
+    note: str
+
+
+def command_sandboxing(loaded: LoadedConfig) -> CommandSandboxing:
+    """`sandbox.os` applied: the host is probed once per process (unless ``off``); the policy
+    comes from `[tools]` (write roots, sensitive paths) and `[sandbox]` (network)."""
+    from soong_agent.adapters.ossandbox import choose_sandbox, model_note
+    from soong_agent.adapters.ossandbox.config import command_tmp_dir, policy_for_config
+
+    config = loaded.config
+    choice = choose_sandbox(config.sandbox.os)
+    policy = policy_for_config(
+        config.tools,
+        project=str(loaded.project),
+        agent_home=str(loaded.home),
+        session_db=config.context.session_db_path,
+        tmp_dir=command_tmp_dir(),
+        network=config.sandbox.network,
+    )
+    return CommandSandboxing(choice, policy, model_note(choice.sandbox, policy))
+
+
+def command_runner(sandboxing: CommandSandboxing) -> ProcessRunner:
+    """The runner of run_command and declarative tools: every command in the OS sandbox."""
+    from soong_agent.adapters.process.runner import SubprocessRunner
+
+    return SubprocessRunner(sandbox=sandboxing.choice.sandbox, policy=sandboxing.policy)
 
 
 def web_fetcher(loaded: LoadedConfig) -> WebFetcher:

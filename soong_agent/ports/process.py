@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from soong_agent.ports.ossandbox import Mechanism, SandboxDenial
+
 
 @dataclass(frozen=True, slots=True)
 class ProcessResult:
@@ -13,6 +15,12 @@ class ProcessResult:
 
     `exit_code` is None when the process was killed (timeout or cancel); `stdout`/`stderr` are
     decoded text cut at their limits, with `*_truncated` saying how many bytes were dropped.
+
+    `sandbox` is the OS sandbox the command ran in (SBX-3): ``bubblewrap`` or ``landlock``,
+    ``none`` when it ran unconfined (`unsandboxed`), None when the runner has no sandbox at
+    all (a runner built without one, e.g. in tests). `denials` are what that sandbox refused
+    the command, read from its output; each names the policy that applied (the data of a
+    ``sandbox_denied`` event).
     """
 
     exit_code: int | None
@@ -22,6 +30,13 @@ class ProcessResult:
     stderr_truncated: int = 0
     timed_out: bool = False
     duration_s: float = 0.0
+    sandbox: Mechanism | None = None
+    denials: tuple[SandboxDenial, ...] = ()
+
+    @property
+    def unsandboxed(self) -> bool:
+        """True when the runner has a sandbox and this command ran without confinement."""
+        return self.sandbox == "none"
 
 
 @runtime_checkable

@@ -17,6 +17,12 @@ import soong_agent.ports
 from soong_agent import testing
 from soong_agent.adapters.approvals.callback import CallbackApprover
 from soong_agent.adapters.approvals.terminal import TerminalApprover
+from soong_agent.adapters.ossandbox import (
+    BubblewrapSandbox,
+    LandlockSandbox,
+    NoSandbox,
+    RefusingSandbox,
+)
 from soong_agent.adapters.process import SubprocessRunner
 from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
 from soong_agent.adapters.providers.ollama_chat import OllamaChatProvider
@@ -86,6 +92,11 @@ PORTS: dict[str, Coverage] = {
     "EventSink": Coverage(testing.RecordingEventSink, (Run,), "test_event_sink_contract.py"),
     "SecretRedactor": Coverage(
         testing.DictSecretRedactor, (SecretScrubber,), "test_secret_redactor_contract.py"
+    ),
+    "CommandSandbox": Coverage(
+        testing.RecordingCommandSandbox,
+        (NoSandbox, RefusingSandbox, BubblewrapSandbox, LandlockSandbox),
+        "test_os_sandbox_contract.py",
     ),
 }
 

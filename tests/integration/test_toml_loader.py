@@ -81,8 +81,8 @@ class TestLoadConfig:
         )
 
     def test_unknown_section(self, home: Path, project: Path) -> None:
-        write_config(home, MINIMAL + "[sandbox]\nx = 1\n")
-        assert ": sandbox: unknown key (known top-level sections: " in load_error(home, project)
+        write_config(home, MINIMAL + "[sandboxes]\nx = 1\n")
+        assert ": sandboxes: unknown key (known top-level sections: " in load_error(home, project)
 
     def test_wrong_type(self, home: Path, project: Path) -> None:
         path = write_config(home, MINIMAL + 'timeout_ms = "600000"\n')

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from soong_agent.adapters.ossandbox.policy import (
     PathKind,
     build_policy,
     bwrap_arguments,
+    git_tracked,
     landlock_rules,
     landlock_unenforced,
 )
@@ -108,6 +111,35 @@ def test_a_write_root_is_never_denied_whole(world: dict[str, Path]) -> None:
         project=str(world["project"]), sensitive=[str(world["project"])], home=str(world["home"])
     )
     assert os.path.realpath(world["project"]) not in policy.deny_paths
+
+
+def test_paths_whose_content_git_tracks_are_not_hidden(world: dict[str, Path]) -> None:
+    project = os.path.realpath(world["project"])
+
+    def tracked(root: str, paths: object) -> set[str]:
+        assert root == project
+        return {f"{project}/.env"}
+
+    policy = build_policy(
+        project=project, sensitive=[".env", ".env.*"], home=str(world["home"]), tracked=tracked
+    )
+    assert f"{project}/.env" not in policy.deny_paths
+    assert f"{project}/sub/.env.local" in policy.deny_paths
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_tracked_asks_git(world: dict[str, Path]) -> None:
+    project = os.path.realpath(world["project"])
+    env = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_GLOBAL": "/dev/null", "HOME": project}
+    for args in (
+        ["init", "-q"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "add", ".env"],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", "-C", project, *args], check=True, env=env)
+    found = git_tracked(project, [f"{project}/.env", f"{project}/sub/.env.local", f"{project}/sub"])
+    assert found == {f"{project}/.env"}
+    assert git_tracked(str(world["home"]), [f"{world['home']}/.ssh"]) == set()  # no repo there
 
 
 # --- bubblewrap arguments ----------------------------------------------------------------------
@@ -490,7 +522,7 @@ async def test_auto_without_a_mechanism_runs_unsandboxed_and_says_so_once() -> N
     assert isinstance(choice.sandbox, NoSandbox)
     assert choice.sandbox.unsandboxed and choice.sandbox.mechanism == "none"
     assert choice.warning is not None
-    assert "WARNING" in choice.warning and "UNSANDBOXED" in choice.warning
+    assert "NO OS SANDBOX" in choice.warning and "UNSANDBOXED" in choice.warning
     assert "userns refused" in choice.warning and "\n" not in choice.warning
     assert warning_once(choice) == choice.warning
     assert warning_once(choice) is None

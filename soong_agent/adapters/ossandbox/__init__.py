@@ -9,7 +9,12 @@ from soong_agent.adapters.ossandbox.landlock import LandlockSandbox
 from soong_agent.adapters.ossandbox.none import NoSandbox, RefusingSandbox
 from soong_agent.adapters.ossandbox.policy import build_policy
 from soong_agent.adapters.ossandbox.probe import probe_host
-from soong_agent.adapters.ossandbox.select import SandboxChoice, choose_sandbox, warning_once
+from soong_agent.adapters.ossandbox.select import (
+    SandboxChoice,
+    choose_sandbox,
+    model_note,
+    warning_once,
+)
 
 __all__ = [
     "BubblewrapSandbox",
@@ -20,6 +25,7 @@ __all__ = [
     "build_policy",
     "choose_sandbox",
     "find_bwrap",
+    "model_note",
     "probe_host",
     "warning_once",
 ]

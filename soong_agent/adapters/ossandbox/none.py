@@ -70,10 +70,7 @@ class RefusingSandbox:
 
     def message(self) -> str:
         """Why commands are refused, and what to do."""
-        text = (
-            'the command was not run: sandbox.os = "required" and no OS sandbox works on '
-            f"this host ({self.cause})"
-        )
+        text = f'sandbox.os = "required" and no OS sandbox works on this host ({self.cause})'
         if self.fix:
             text += f". Fix: {self.fix}"
         return text + ". `soong-agent sandbox check` shows the details."

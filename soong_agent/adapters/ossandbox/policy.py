@@ -116,6 +116,35 @@ def _named_matches(
     return found
 
 
+def git_tracked(root: str, paths: Sequence[str]) -> set[str]:
+    """Those of `paths` (below the folder `root`) whose content git tracks: a file in the
+    index, or a folder holding one. Empty when `root` is not in a git work tree, git is not
+    installed, or it fails."""
+    import shutil
+    import subprocess
+
+    folders = [p for p in os.environ.get("PATH", "").split(":") if p.startswith("/")]
+    git = shutil.which("git", path=":".join(folders) or "/usr/bin:/bin")
+    relative = [os.path.relpath(p, root) for p in paths if is_within(p, root) and p != root]
+    if git is None or not relative:
+        return set()
+    try:
+        done = subprocess.run(
+            [git, "-C", root, "ls-files", "-z", "--", *relative],
+            capture_output=True,
+            timeout=10,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env={"PATH": "/usr/bin:/bin", "LANG": "C", "GIT_OPTIONAL_LOCKS": "0"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    if done.returncode != 0:
+        return set()
+    listed = [os.path.join(root, name) for name in os.fsdecode(done.stdout).split("\0") if name]
+    return {p for p in paths if any(is_within(f, p) for f in listed)}
+
+
 def build_policy(
     *,
     project: str,
@@ -129,6 +158,7 @@ def build_policy(
     network: bool = False,
     also_deny: Sequence[tuple[str, str]] = (),
     name_search_limit: int = NAME_SEARCH_LIMIT,
+    tracked: Callable[[str, Sequence[str]], set[str]] = git_tracked,
 ) -> SandboxPolicy:
     """The policy for commands run in `project`.
 
@@ -140,7 +170,10 @@ def build_policy(
     matching files and folders found below the project and the write roots. `also_deny` adds
     (path, reason) pairs, e.g. a session database configured outside the agent home.
     `agent_home` is denied whole. Paths that do not exist are left out: there is nothing to
-    hide, and a mechanism cannot mount over nothing.
+    hide, and a mechanism cannot mount over nothing. Nor are paths inside a write root whose
+    content git tracks (`tracked`, `git_tracked`): their content is in ``.git`` anyway, and a
+    file hidden under git's feet shows as modified in ``git status`` and breaks ``git
+    stash``/``checkout`` (the command-text check still refuses reading them).
     """
     home = os.path.abspath(home or os.path.expanduser("~"))
     project = os.path.realpath(project)
@@ -193,6 +226,10 @@ def build_policy(
         if item.path in roots or item.path in (project, "/"):
             continue
         kept.setdefault(item.path, item.reason)
+    for root in roots:
+        inside = [p for p in kept if is_within(p, root) and p != root]
+        for path in tracked(root, inside) if inside else ():
+            kept.pop(path, None)
     exceptions = tuple(
         os.path.realpath(_expand(e, project=project, home=home))
         for e in READABLE_INSIDE_DENIED

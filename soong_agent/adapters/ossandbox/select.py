@@ -16,7 +16,7 @@ from soong_agent.adapters.ossandbox.bubblewrap import BubblewrapSandbox, find_bw
 from soong_agent.adapters.ossandbox.landlock import LandlockSandbox
 from soong_agent.adapters.ossandbox.none import NoSandbox, RefusingSandbox
 from soong_agent.adapters.ossandbox.probe import probe_host
-from soong_agent.ports.ossandbox import CommandSandbox, SandboxMode, SandboxProbe
+from soong_agent.ports.ossandbox import CommandSandbox, SandboxMode, SandboxPolicy, SandboxProbe
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +49,9 @@ def choose_sandbox(mode: SandboxMode, *, probe: SandboxProbe | None = None) -> S
         fixes = "; ".join(f"{s.mechanism}: {s.fix}" for s in probe.statuses if s.fix)
         return SandboxChoice(RefusingSandbox(why, fixes), probe)
     warning = (
-        f"soong-agent: WARNING: no OS sandbox works on this host ({why}); commands run "
-        'UNSANDBOXED. `soong-agent sandbox check` says how to fix it; sandbox.os = "required" '
-        "refuses to run commands instead."
+        f"NO OS SANDBOX: none works on this host ({why}); commands run UNSANDBOXED. "
+        '`soong-agent sandbox check` says how to fix it; sandbox.os = "required" refuses to '
+        "run commands instead."
     )
     return SandboxChoice(NoSandbox(f"no mechanism works ({why})"), probe, warning)
 
@@ -69,3 +69,24 @@ def warning_once(choice: SandboxChoice) -> str | None:
             return None
         _shown.add(choice.warning)
         return choice.warning
+
+
+def model_note(sandbox: CommandSandbox, policy: SandboxPolicy) -> str:
+    """What the sandbox allows commands, in a sentence for the run_command description."""
+    if isinstance(sandbox, RefusingSandbox):
+        return (
+            'Commands are refused here: sandbox.os = "required" and no OS sandbox works on '
+            "this host."
+        )
+    if sandbox.unsandboxed:
+        return "Commands run without an OS sandbox."
+    others = [p for p in policy.write_roots if p != policy.project]
+    where = "the project folder" + (f", {', '.join(others)}" if others else "")
+    if policy.tmp_dir:
+        where += " and $TMPDIR"
+    network = "may use the network" if policy.network else "have no network"
+    return (
+        f"Commands run in an OS sandbox ({sandbox.mechanism}): they can write only in {where}, "
+        f"cannot read sensitive files (keys, credentials, the agent's own files) and {network}; "
+        "the result says when the sandbox refused something."
+    )

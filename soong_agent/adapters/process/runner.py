@@ -15,18 +15,26 @@ Ending:
 
 The exit of the command itself is taken from the protocol's `process_exited`, not from
 `Process.wait()`, which (Python 3.11) also waits for every pipe to close.
+
+With a `CommandSandbox` and its `SandboxPolicy` (SBX-3), every command is started through
+the sandbox: it decides the argv (bubblewrap's prefix) and the thread the spawn happens on
+(Landlock's restricted spawner), the rest above is unchanged. ``TMPDIR`` is the policy's tmp
+folder; the result names the mechanism (``none``: unconfined) and carries what the sandbox
+refused the command (`ProcessResult.denials`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 
+from soong_agent.ports.ossandbox import CommandSandbox, SandboxPolicy
 from soong_agent.ports.process import ProcessResult
 
 _STDOUT = 1
@@ -88,17 +96,35 @@ class SubprocessRunner:
     processes it started) before the rest of its group is killed.
     `close_wait_s`: an upper bound on waiting for the pipes to close after the group was killed
     (only a process that left the group while holding a pipe makes this wait end by time).
+    `sandbox` and `policy`: the OS sandbox every command starts in, and what it enforces
+    (both or neither).
     """
 
     def __init__(
-        self, *, term_grace_s: float = 0.5, linger_s: float = 0.2, close_wait_s: float = 2.0
+        self,
+        *,
+        term_grace_s: float = 0.5,
+        linger_s: float = 0.2,
+        close_wait_s: float = 2.0,
+        sandbox: CommandSandbox | None = None,
+        policy: SandboxPolicy | None = None,
     ) -> None:
+        if (sandbox is None) != (policy is None):
+            raise ValueError("a sandbox needs a policy, and a policy a sandbox")
         self._term_grace_s = term_grace_s
         self._linger_s = linger_s
         self._close_wait_s = close_wait_s
+        self._sandbox = sandbox
+        self._policy = policy
 
     def __repr__(self) -> str:
-        return f"SubprocessRunner(term_grace_s={self._term_grace_s})"
+        sandbox = f", sandbox={self._sandbox!r}" if self._sandbox is not None else ""
+        return f"SubprocessRunner(term_grace_s={self._term_grace_s}{sandbox})"
+
+    @property
+    def sandbox(self) -> CommandSandbox | None:
+        """The OS sandbox commands start in (None: none configured)."""
+        return self._sandbox
 
     async def run(
         self,
@@ -113,10 +139,34 @@ class SubprocessRunner:
     ) -> ProcessResult:
         """Run `argv` in `cwd` with exactly `env`; see the module documentation for how it ends.
 
-        Raises OSError when the command cannot be started (missing program or folder).
+        Raises OSError when the command cannot be started (missing program or folder), and
+        `SandboxUnavailable` (an OSError) when the sandbox refuses to run commands at all.
         """
         if not argv:
             raise ValueError("argv must name a program")
+        sandbox, policy = self._sandbox, self._policy
+        if sandbox is None or policy is None:
+            return await self._run(argv, cwd, env, timeout_s, stdout_limit, stderr_limit, stdin)
+        if policy.tmp_dir and not sandbox.unsandboxed:
+            env = {**env, "TMPDIR": policy.tmp_dir}
+
+        async def start(final: Sequence[str]) -> ProcessResult:
+            return await self._run(final, cwd, env, timeout_s, stdout_limit, stderr_limit, stdin)
+
+        result = await sandbox.run(argv, policy, start)
+        denials = sandbox.denials(f"{result.stderr}\n{result.stdout}", policy, cwd)
+        return dataclasses.replace(result, sandbox=sandbox.mechanism, denials=denials)
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        cwd: str,
+        env: Mapping[str, str],
+        timeout_s: float,
+        stdout_limit: int,
+        stderr_limit: int,
+        stdin: bytes | None,
+    ) -> ProcessResult:
         loop = asyncio.get_running_loop()
         limits = {_STDOUT: max(0, stdout_limit), _STDERR: max(0, stderr_limit)}
         started = time.monotonic()

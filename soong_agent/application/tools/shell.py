@@ -12,6 +12,11 @@ in, where the model can plant one. Variables that change how a command line is u
 after the permission check are dropped too: CDPATH (``cd sub`` could go elsewhere) and git's
 ``GIT_LITERAL_PATHSPECS`` / ``GIT_NOGLOB_PATHSPECS`` (they turn off the pathspec exclusions that
 keep sensitive files out of git's output).
+
+The runner may start the command in an OS sandbox (SBX-3); the result then says when the
+command ran without one (`UNSANDBOXED_NOTE`) and what the sandbox refused it, each refusal
+naming the policy that applied, so neither the model nor the user mistakes it for a broken
+file. `sandbox_note` (what the sandbox allows, in a sentence) is added to the description.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ DROPPED_VARIABLES = frozenset({"CDPATH", "GIT_LITERAL_PATHSPECS", "GIT_NOGLOB_PA
 """Variables never passed to a command (see the module docstring)."""
 DEFAULT_LANG = "C.UTF-8"
 SUMMARY_MAX_CHARS = 120
+UNSANDBOXED_NOTE = "[unsandboxed: no OS sandbox confined this command]"
+"""Marks the result of a command that ran without an OS sandbox (``sandbox.os``, SBX-3)."""
 
 
 class RunCommandArgs(ToolArgs):
@@ -112,7 +119,8 @@ def _seconds(ms: int) -> str:
 
 
 def format_result(result: ProcessResult, *, timeout_ms: int, note: str | None = None) -> str:
-    """The text the model gets: how the command ended, then its output with cuts marked."""
+    """The text the model gets: how the command ended, whether it ran without an OS sandbox
+    and what the sandbox refused it (SBX-3), then its output with cuts marked."""
     if result.timed_out:
         head = f"killed after timeout of {_seconds(timeout_ms)}"
     elif result.exit_code is None:
@@ -124,6 +132,9 @@ def format_result(result: ProcessResult, *, timeout_ms: int, note: str | None = 
     parts = [head]
     if note:
         parts.append(note)
+    if result.unsandboxed:
+        parts.append(UNSANDBOXED_NOTE)
+    parts.extend(denial.note() for denial in result.denials)
     streams = (
         ("stdout", result.stdout, result.stdout_truncated),
         ("stderr", result.stderr, result.stderr_truncated),
@@ -156,11 +167,13 @@ def run_command_tool(
     tools: ToolsConfig,
     base_env: Mapping[str, str],
     secret_names: Collection[str] = (),
+    sandbox_note: str = "",
 ) -> Tool:
     """The run_command tool over `runner`, running in `project`.
 
     `base_env` is where allow-listed variables are taken from (read when the tool is built);
-    `secret_names` are variables that hold credentials (every model profile's `api_key_env`).
+    `secret_names` are variables that hold credentials (every model profile's `api_key_env`);
+    `sandbox_note` tells the model what the OS sandbox of the commands allows.
     """
     bash = _find_bash()
     env = command_env(
@@ -204,7 +217,7 @@ def run_command_tool(
         f"{tools.stderr_limit_bytes}). Default timeout {_seconds(default_ms)}, at most "
         f"{_seconds(max_ms)} (timeout_ms). No input is given; background processes are killed "
         "when the command ends. PATH holds only absolute folders (programs in the current "
-        "folder run as ./name).",
+        "folder run as ./name)." + (f" {sandbox_note}" if sandbox_note else ""),
         RunCommandArgs,
         run_command,
         permission_class="exec",

@@ -70,9 +70,7 @@ def resolve_paths(config: SoongConfig, *, home: str, project: str) -> SoongConfi
             "plan": config.plan.model_copy(update={"default_dir": expand(config.plan.default_dir)}),
             "task": config.task.model_copy(update={"wal_dir": expand(config.task.wal_dir)}),
             "permissions": config.permissions.model_copy(
-                update={
-                    "protected_paths": [expand(p) for p in config.permissions.protected_paths]
-                }
+                update={"protected_paths": [expand(p) for p in config.permissions.protected_paths]}
             ),
             "tools": tools.model_copy(
                 update={

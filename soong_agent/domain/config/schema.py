@@ -346,6 +346,13 @@ class ToolsConfig(Section):
 McpToolsConfig.model_rebuild()
 
 
+class SandboxConfig(Section):
+    """The OS sandbox commands run in (SBX-3): `run_command` and declarative tools."""
+
+    os: Literal["auto", "required", "off"] = "auto"
+    network: bool = False
+
+
 class SoongConfig(Section):
     """The whole `config.toml`."""
 
@@ -361,3 +368,4 @@ class SoongConfig(Section):
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     hooks: HooksConfig = Field(default_factory=HooksConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)

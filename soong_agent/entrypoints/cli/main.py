@@ -1,4 +1,4 @@
-"""`soong-agent`: run, sessions, config. Only typer is imported up front, for a fast `--help`."""
+"""`soong-agent`: run, sessions, config, sandbox. Only typer is imported up front (fast --help)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,12 @@ sessions_app = typer.Typer(
 config_app = typer.Typer(
     help="Check the configuration.", no_args_is_help=True, rich_markup_mode=None
 )
+sandbox_app = typer.Typer(
+    help="The OS sandbox commands run in.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(config_app, name="config")
+app.add_typer(sandbox_app, name="sandbox")
 
 PathOption = Annotated[
     str | None,
@@ -115,6 +119,20 @@ def config_check(path: PathOption = None) -> None:
     from soong_agent.entrypoints.cli.config_cmd import check_config
 
     raise typer.Exit(check_config(path=path))
+
+
+@sandbox_app.command("check")
+def sandbox_check(
+    path: PathOption = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help="Judge this sandbox.os (auto, required, off) instead."),
+    ] = None,
+) -> None:
+    """Try each OS sandbox here; say which works, and for one that does not, why and the fix."""
+    from soong_agent.entrypoints.cli.sandbox_cmd import check_sandbox
+
+    raise typer.Exit(check_sandbox(path=path, mode=mode))
 
 
 def main() -> None:

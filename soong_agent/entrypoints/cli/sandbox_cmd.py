@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, get_args
 
+from soong_agent.adapters.ossandbox.policy import landlock_unenforced
 from soong_agent.entrypoints.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.ossandbox import SandboxMode, SandboxPolicy, SandboxProbe
@@ -22,10 +23,8 @@ MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
 
 
 def configured_mode(loaded: LoadedConfig | None) -> SandboxMode:
-    """`sandbox.os` of the config (``auto`` when the config or the key is absent)."""
-    section = getattr(loaded.config, "sandbox", None) if loaded is not None else None
-    value = getattr(section, "os", "auto")
-    return value if value in MODES else "auto"
+    """`sandbox.os` of the config (``auto`` when the config did not load)."""
+    return loaded.config.sandbox.os if loaded is not None else "auto"
 
 
 def render_probe(probe: SandboxProbe) -> list[str]:
@@ -71,7 +70,12 @@ def render_policy(policy: SandboxPolicy) -> list[str]:
         lines.append("  hidden:    (nothing that exists)")
     for exception in policy.read_exceptions:
         lines.append(f"  readable inside a hidden folder: {exception}")
-    lines.append("  network:   " + ("allowed" if policy.network else "none without a grant"))
+    lines.append("  network:   " + ("allowed (sandbox.network)" if policy.network else "none"))
+    unenforced = landlock_unenforced(policy)
+    if unenforced:
+        lines.append(
+            "  under Landlock, still readable (inside a writable folder): " + ", ".join(unenforced)
+        )
     return lines
 
 
@@ -101,6 +105,7 @@ def check_sandbox(*, path: str | None, mode: str | None = None) -> int:
             agent_home=str(loaded.home),
             session_db=loaded.config.context.session_db_path,
             tmp_dir=command_tmp_dir(),
+            network=loaded.config.sandbox.network,
         )
         lines += render_policy(policy)
     else:
