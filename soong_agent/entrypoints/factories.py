@@ -272,8 +272,11 @@ def root_spec(
     """What the root runs of this runtime are made of: the catalog's tools, the main model."""
     from soong_agent.application.assembly import RunSpec
     from soong_agent.application.loop import LoopSettings
+    from soong_agent.domain.run_limits import RunLimits
+    from soong_agent.domain.stuck import StuckSettings
 
     runtime, model = loaded.config.runtime, profile.model
+    stuck = runtime.stuck
     return RunSpec(
         tools=catalog.registry,
         settings=LoopSettings(
@@ -283,6 +286,19 @@ def root_spec(
             max_output_tokens=model.max_output_tokens,
             temperature=model.temperature,
             price=model.price,
+            limits=RunLimits(
+                max_cost_usd=runtime.max_cost_usd,
+                max_tokens=runtime.max_tokens,
+                max_wall_ms=runtime.max_wall_ms,
+            ),
+            stuck=StuckSettings(
+                same_call=stuck.same_call,
+                same_error=stuck.same_error,
+                cycle=stuck.cycle,
+                monologue=stuck.monologue,
+                compaction=stuck.compaction,
+                max_interventions=stuck.max_interventions,
+            ),
         ),
     )
 

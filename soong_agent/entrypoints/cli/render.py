@@ -8,10 +8,12 @@ from typing import TextIO
 
 from soong_agent.application.run_handle import RunResult
 from soong_agent.ports.events import (
+    BudgetExhausted,
     ErrorEvent,
     ModelRetry,
     PermissionDecided,
     RunEvent,
+    StuckDetected,
     TextDeltaEvent,
     ToolCallRequested,
     ToolResultEvent,
@@ -68,7 +70,8 @@ class Renderer:
         after the renderer that its approval prompts write through)."""
         self._redactor = redactor
 
-    def _clean(self, text: str) -> str:
+    def clean(self, text: str) -> str:
+        """`text` scrubbed of secrets (unchanged without a redactor)."""
         return self._redactor.redact(text) if self._redactor is not None else text
 
     def _end_text_line(self) -> None:
@@ -80,13 +83,13 @@ class Renderer:
     def status(self, line: str) -> None:
         """A line about what is happening (stderr)."""
         self._end_text_line()
-        self._err.write(self._clean(line) + "\n")
+        self._err.write(self.clean(line) + "\n")
         self._err.flush()
 
     def prompt(self, text: str) -> None:
         """Text of an approval question (stderr, no newline added)."""
         self._end_text_line()
-        self._err.write(self._clean(text))
+        self._err.write(self.clean(text))
         self._err.flush()
 
     def handle(self, event: RunEvent) -> None:
@@ -109,6 +112,20 @@ class Renderer:
                     f"  ↻ {event.kind}: {event.reason}; retrying in {event.delay_s:.1f} s "
                     f"(attempt {event.attempt + 1} of {event.max_attempts})"
                 )
+            case StuckDetected():
+                turns = (
+                    f"turn {event.first_turn}"
+                    if event.first_turn == event.last_turn
+                    else f"turns {event.first_turn}-{event.last_turn}"
+                )
+                what = {
+                    "reminder": "reminded the model",
+                    "prune": f"pruned {len(event.pruned)} message(s) from the context",
+                    "stop": "stopping the run",
+                }[event.action]
+                self.status(f"  ⟳ looks stuck ({event.kind}, {turns}): {event.detail}; {what}")
+            case BudgetExhausted():
+                self.status(f"  ■ {event.reason}; stopping at this turn")
             case _:
                 pass  # the other events are for the store and SDK readers, not the terminal
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from soong_agent.application.run_handle import Run, RunResult
@@ -82,6 +83,7 @@ async def _run(
     container = CliContainer(loaded=loaded, approver=approver)
     try:
         service = container.services.run_service()
+        renderer.use_redactor(container.adapters.redactor())
         run = await service.start(
             message,
             session_id=session_id,
@@ -105,18 +107,20 @@ async def _run(
             # exits at once with the cancelled code instead of a traceback or a signal death
             signal.signal(signal.SIGINT, _exit_cancelled)
         renderer.finished(result)
-        return _exit_code(result)
+        return _exit_code(result, renderer.clean)
     finally:
         closables = container.adapters.closables()
         while closables:
             await closables.pop()()
 
 
-def _exit_code(result: RunResult) -> int:
+def _exit_code(result: RunResult, clean: Callable[[str], str]) -> int:
+    """The exit code of a finished run; its last line (reason or error) is scrubbed of
+    secrets (`clean`) like everything else printed."""
     if result.status == "completed":
         return EXIT_OK
     if result.status == "cancelled":
         return fail("run cancelled; the session was saved", EXIT_CANCELLED)
     if result.error is not None:
-        return fail(result.reason or str(result.error), exit_code_for(result.error))
-    return fail(result.reason or result.status, 1)
+        return fail(clean(result.reason or str(result.error)), exit_code_for(result.error))
+    return fail(clean(result.reason or result.status), 1)
