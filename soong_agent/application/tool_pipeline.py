@@ -15,7 +15,7 @@ from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SoongAgentError
-from soong_agent.ports.events import ErrorEvent, ToolResultEvent
+from soong_agent.ports.events import ErrorEvent, SandboxDenied, ToolResultEvent
 from soong_agent.ports.messages import ToolCallBlock, ToolResultBlock
 from soong_agent.ports.system import Clock
 
@@ -125,6 +125,17 @@ class ToolPipeline:
             is_error=output.is_error,
         )
         self.completed[p.call.id] = block
+        for denial in output.denials:
+            rec.event(
+                SandboxDenied,
+                call_id=block.call_id,
+                name=block.name,
+                kind=denial.kind,
+                mechanism=denial.mechanism,
+                error=denial.error,
+                path=denial.path,
+                rule=denial.rule,
+            )
         rec.event(
             ToolResultEvent,
             call_id=block.call_id,

@@ -107,6 +107,21 @@ class ToolResultEvent(_Event):
     duration_ms: float = 0.0
 
 
+class SandboxDenied(_Event):
+    """The OS sandbox refused a command something (SBX-3): read from the command's output, one
+    event per refusal, published before the call's `ToolResultEvent` (whose text has the same
+    note). `rule` names the policy that applied."""
+
+    type: Literal["sandbox_denied"] = "sandbox_denied"
+    call_id: str
+    name: str
+    kind: Literal["read", "write", "network"]
+    mechanism: str
+    error: str
+    path: str | None = None
+    rule: str
+
+
 class ContextMeasured(_Event):
     """The size of the context before a model call, against the budget (CTX-4)."""
 
@@ -221,6 +236,7 @@ RunEvent = Annotated[
     | PermissionAsked
     | PermissionDecided
     | ToolResultEvent
+    | SandboxDenied
     | ContextMeasured
     | CompactionEvent
     | StuckDetected

@@ -88,6 +88,7 @@ def test_a_command_cannot_read_a_key_or_write_outside_the_project(world: CliWorl
     description = next(t for t in tools if t["function"]["name"] == "run_command")["function"]
     assert "OS sandbox" in description["description"]
     assert "NO OS SANDBOX" not in result.stderr
+    assert "⊘ sandbox (" in result.stderr  # the refusal is shown on the terminal too
 
 
 def test_sandbox_off_marks_every_result_unsandboxed(world: CliWorld) -> None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from soong_agent.ports.approval import PermissionClass
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.model import ToolSpec
+from soong_agent.ports.ossandbox import SandboxDenial
 
 
 class ToolArgs(BaseModel):
@@ -22,10 +23,12 @@ class ToolArgs(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """What a tool hands back to the model."""
+    """What a tool hands back to the model, and what the OS sandbox refused the command it
+    ran (`denials`: each becomes a ``sandbox_denied`` event; the content already notes them)."""
 
     content: str
     is_error: bool = False
+    denials: tuple[SandboxDenial, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

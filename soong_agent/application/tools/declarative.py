@@ -156,7 +156,9 @@ def declarative_tool(
         except OSError as exc:
             return ToolOutput(f"{argv[0]} could not be started: {exc}", is_error=True)
         failed = result.timed_out or result.exit_code != 0
-        return ToolOutput(format_result(result, timeout_ms=timeout_ms), is_error=failed)
+        return ToolOutput(
+            format_result(result, timeout_ms=timeout_ms), is_error=failed, denials=result.denials
+        )
 
     return Tool(
         name=spec.name,

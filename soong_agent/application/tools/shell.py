@@ -205,7 +205,11 @@ def run_command_tool(
         except OSError as exc:
             return ToolOutput(f"the command could not be started: {exc}", is_error=True)
         failed = result.timed_out or result.exit_code != 0
-        return ToolOutput(format_result(result, timeout_ms=timeout_ms, note=note), is_error=failed)
+        return ToolOutput(
+            format_result(result, timeout_ms=timeout_ms, note=note),
+            is_error=failed,
+            denials=result.denials,
+        )
 
     def describe(args: RunCommandArgs, ctx: ToolContext) -> tuple[str, str]:
         return command_scope(args.command), command_summary(args.command)

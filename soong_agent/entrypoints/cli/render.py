@@ -13,6 +13,7 @@ from soong_agent.ports.events import (
     ModelRetry,
     PermissionDecided,
     RunEvent,
+    SandboxDenied,
     StuckDetected,
     TextDeltaEvent,
     ToolCallRequested,
@@ -105,6 +106,13 @@ class Renderer:
             case ToolResultEvent():
                 mark = "✗" if event.is_error else "✓"
                 self.status(f"  {mark} {_first_line(event.content)}")
+            case SandboxDenied():
+                refused = {"read": "reading", "write": "writing", "network": "a connection"}
+                target = f" {event.path}" if event.path else ""
+                self.status(
+                    f"  ⊘ sandbox ({event.mechanism}) refused {refused[event.kind]}{target} "
+                    f"({event.error}): {event.rule}"
+                )
             case ErrorEvent(fatal=False):
                 self.status(f"  ! {event.message}")
             case ModelRetry():
