@@ -282,6 +282,9 @@ class AgentLoop:
                     case StreamFinished():
                         turn.stop = item.stop_reason
                     case RetryScheduled():
+                        if item.restart:  # a cut answer: what came of it is discarded
+                            turn = Turn()
+                            self._turn = turn
                         rec.event(
                             ModelRetry,
                             kind=item.kind,
@@ -289,6 +292,7 @@ class AgentLoop:
                             attempt=item.attempt,
                             max_attempts=item.max_attempts,
                             delay_s=item.delay_s,
+                            restarted=item.restart,
                         )
                     case _:
                         assert_never(item)

@@ -43,7 +43,9 @@ class ModelCallStarted(_Event):
 
 
 class ModelRetry(_Event):
-    """A model call failed before any answer arrived and is sent again after `delay_s`."""
+    """A model call failed and is sent again after `delay_s`. `restarted`: it failed after
+    part of the answer had arrived (a stream cut); the text and thinking deltas since the
+    call's `model_call_started` are void, and the answer starts again."""
 
     type: Literal["model_retry"] = "model_retry"
     kind: str
@@ -51,6 +53,7 @@ class ModelRetry(_Event):
     attempt: int
     max_attempts: int
     delay_s: float
+    restarted: bool = False
 
 
 class TextDeltaEvent(_Event):

@@ -81,10 +81,13 @@ class StreamFinished:
 
 @dataclass(frozen=True, slots=True)
 class RetryScheduled:
-    """The call failed before any answer arrived and will be sent again after `delay_s`.
+    """The call failed and will be sent again after `delay_s`.
 
     Not part of the answer: it only tells the caller (and so the user) why it is waiting.
     `attempt` is the failed attempt's number (1-based) of at most `max_attempts`.
+    `restart`: the failure came after part of the answer had been yielded (a stream cut in
+    the middle); everything yielded for this call so far is void, and the answer starts
+    again from its first event.
     """
 
     kind: str
@@ -92,6 +95,7 @@ class RetryScheduled:
     attempt: int
     max_attempts: int
     delay_s: float
+    restart: bool = False
 
 
 StreamEvent = (

@@ -25,6 +25,7 @@ from soong_agent.ports.errors import ProviderError, ProviderErrorKind
 from soong_agent.ports.messages import Message, ToolCallBlock, ToolResultBlock, user_text
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolSpec
 from soong_agent.ports.streaming import (
+    RetryScheduled,
     StreamEvent,
     StreamFinished,
     TextDelta,
@@ -419,7 +420,7 @@ async def test_connection_refused_is_a_retried_transport_error(
 
 
 @pytest.mark.parametrize("framing", ["chunked", "close"])
-async def test_stream_cut_after_events_is_a_transport_error_not_retried(
+async def test_a_stream_cut_after_events_is_retried_from_the_start(
     kit: ProviderKit,
     server: FakeServer,
     client: httpx.AsyncClient,
@@ -427,25 +428,42 @@ async def test_stream_cut_after_events_is_a_transport_error_not_retried(
     framing: Framing,
 ) -> None:
     # chunked: the body breaks off; close: it ends cleanly, but before the end marker
-    server.enqueue(kit.cut_stream("partial answer", framing), kit.text("never served", 2))
+    server.enqueue(kit.cut_stream("partial answer", framing), kit.text("the whole answer", 2))
     seen: list[StreamEvent] = []
+    async with asyncio.timeout(15):
+        async for event in kit.provider(client, server.base_url, sleep=sleeps).stream(request()):
+            seen.append(event)
+
+    (notice,) = [e for e in seen if isinstance(e, RetryScheduled)]
+    assert notice.restart and notice.kind == "transport"
+    before, after = seen[: seen.index(notice)], seen[seen.index(notice) + 1 :]
+    partial = "".join(texts(before))
+    assert partial and "partial answer".startswith(partial)
+    assert "".join(texts(after)) == "the whole answer"  # the answer again from its start
+    assert isinstance(seen[-1], StreamFinished)
+    assert len(server.requests) == 2
+    assert server.requests[0].body == server.requests[1].body
+    assert len(sleeps.delays) == 1
+    assert CANARY_KEY not in notice.reason
+
+
+async def test_cut_streams_are_retried_at_most_stream_max_retries_times(
+    kit: ProviderKit, server: FakeServer, client: httpx.AsyncClient, sleeps: Sleeps
+) -> None:
+    retry = RetryPolicy(max_attempts=10, initial_backoff_s=0.0, stream_max_retries=2)
+    server.enqueue(*(kit.cut_stream("partial answer", "chunked") for _ in range(4)))
+    seen: list[StreamEvent] = []
+    provider = kit.provider(client, server.base_url, sleep=sleeps, retry=retry)
     with pytest.raises(ProviderError) as info:
         async with asyncio.timeout(15):
-            async for event in kit.provider(client, server.base_url, sleep=sleeps).stream(
-                request()
-            ):
+            async for event in provider.stream(request()):
                 seen.append(event)
 
-    err = info.value
-    assert err.kind == "transport"
-    partial = "".join(texts(seen))
-    assert partial
-    assert "partial answer".startswith(partial)
+    assert info.value.kind == "transport"
+    assert [e.restart for e in seen if isinstance(e, RetryScheduled)] == [True, True]
+    assert len(server.requests) == 3
     assert not any(isinstance(e, StreamFinished) for e in seen)
-    # the caller has seen events: sending the request again would repeat them
-    assert len(server.requests) == 1
-    assert sleeps.delays == []
-    assert_safe_message(err, server.base_url)
+    assert_safe_message(info.value, server.base_url)
 
 
 async def test_read_timeout_is_a_retried_timeout_error(

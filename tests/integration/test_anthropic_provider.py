@@ -26,6 +26,7 @@ from soong_agent.ports.messages import (
 )
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import (
+    RetryScheduled,
     StreamEvent,
     StreamFinished,
     TextDelta,
@@ -76,6 +77,8 @@ class Sleeps:
 
 
 POLICY = RetryPolicy(max_attempts=3, initial_backoff_s=0.2, max_backoff_s=5, max_retry_after_s=30)
+NO_STREAM_RETRY = RetryPolicy(stream_max_retries=0)
+"""A cut answer is not sent again: the error itself is what the test looks at."""
 
 
 def make_provider(
@@ -718,25 +721,37 @@ async def test_stream_error_before_any_event_is_retried(
     assert len(server.requests) == 2
 
 
-async def test_stream_error_after_text_is_raised_without_retry(
+async def test_a_transient_stream_error_after_text_restarts_the_answer(
     server: FakeAnthropicServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(
         stream_error_response("overloaded_error", "Overloaded", text="partial answer"),
-        text_response("never served"),
+        text_response("second answer"),
     )
-    seen: list[StreamEvent] = []
     sleeps = Sleeps()
+    seen = await collect(make_provider(client, server.base_url, sleep=sleeps))
+    (notice,) = [e for e in seen if isinstance(e, RetryScheduled)]
+    assert notice.restart and notice.kind == "overloaded" and "Overloaded" in notice.reason
+    at = seen.index(notice)
+    assert "".join(texts(seen[:at])) == "partial answer"
+    assert "".join(texts(seen[at:])) == "second answer"
+    assert len(sleeps.delays) == 1
+    assert len(server.requests) == 2
+
+
+async def test_a_stream_error_after_text_is_raised_when_stream_retries_are_off(
+    server: FakeAnthropicServer, client: httpx.AsyncClient
+) -> None:
+    server.enqueue(stream_error_response("overloaded_error", "Overloaded", text="partial answer"))
+    seen: list[StreamEvent] = []
     with pytest.raises(ProviderError) as info:
-        async for event in make_provider(client, server.base_url, sleep=sleeps).stream(
+        async for event in make_provider(client, server.base_url, retry=NO_STREAM_RETRY).stream(
             simple_request()
         ):
             seen.append(event)
     assert info.value.kind == "overloaded"
-    assert "Overloaded" in str(info.value)
     assert server.base_url in str(info.value)
     assert "".join(texts(seen)) == "partial answer"
-    assert sleeps.delays == []
     assert len(server.requests) == 1
 
 
@@ -862,13 +877,14 @@ async def test_other_client_errors_are_not_retried(
     assert len(server.requests) == 1
 
 
-async def test_cut_stream_after_text_is_transport_without_retry(
+async def test_cut_stream_after_text_is_transport_without_retry_when_stream_retries_are_off(
     server: FakeAnthropicServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(cut_stream_response("partial answer"), text_response("never served"))
     seen: list[StreamEvent] = []
+    provider = make_provider(client, server.base_url, retry=NO_STREAM_RETRY)
     with pytest.raises(ProviderError) as info:
-        async for event in make_provider(client, server.base_url).stream(simple_request()):
+        async for event in provider.stream(simple_request()):
             seen.append(event)
     assert info.value.kind == "transport"
     assert texts(seen)
@@ -879,7 +895,7 @@ async def test_clean_close_without_message_stop_is_transport(
     server: FakeAnthropicServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(cut_stream_response("partial", framing="close"))
-    err = await failure(make_provider(client, server.base_url))
+    err = await failure(make_provider(client, server.base_url, retry=NO_STREAM_RETRY))
     assert err.kind == "transport"
     assert "message_stop" in err.detail
 

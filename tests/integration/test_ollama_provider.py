@@ -25,6 +25,7 @@ from soong_agent.ports.messages import (
 )
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import (
+    RetryScheduled,
     StreamEvent,
     StreamFinished,
     TextDelta,
@@ -72,6 +73,8 @@ class Sleeps:
 
 
 POLICY = RetryPolicy(max_attempts=3, initial_backoff_s=0.2, max_backoff_s=5, max_retry_after_s=30)
+NO_STREAM_RETRY = RetryPolicy(stream_max_retries=0)
+"""A cut answer is not sent again: the error itself is what the test looks at."""
 
 
 def make_provider(
@@ -448,21 +451,21 @@ async def test_the_key_is_read_lazily_and_a_missing_one_sends_nothing(
 # --- errors and retries ----------------------------------------------------------------------
 
 
-async def test_error_line_mid_stream_raises_at_once(
+async def test_an_error_line_mid_stream_restarts_the_answer(
     server: FakeOllamaServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(
         stream_error_response("llama runner process has terminated: signal: killed"),
         text_response("never served"),
     )
-    seen: list[StreamEvent] = []
-    with pytest.raises(ProviderError) as info:
-        async for event in make_provider(client, server.base_url).stream(simple_request()):
-            seen.append(event)
-    assert info.value.kind == "server"
-    assert "llama runner process has terminated" in info.value.detail
-    assert texts(seen) == ["Working", " on it"]
-    assert len(server.requests) == 1  # text was already seen: no retry
+    seen = await collect(make_provider(client, server.base_url, sleep=Sleeps()))
+    (notice,) = [e for e in seen if isinstance(e, RetryScheduled)]
+    assert notice.restart and notice.kind == "server"
+    assert "llama runner process has terminated" in notice.reason
+    at = seen.index(notice)
+    assert texts(seen[:at]) == ["Working", " on it"]
+    assert "".join(texts(seen[at:])) == "never served"
+    assert len(server.requests) == 2  # sent again; the caller discards the first part
 
 
 async def test_error_line_before_any_event_is_classified_and_retried_when_transient(
@@ -570,13 +573,14 @@ async def test_connection_refused_says_ollama_is_not_running(
     assert len(sleeps.delays) == 1  # nothing listens there: retried once, quickly
 
 
-async def test_cut_stream_is_a_transport_error(
+async def test_cut_stream_is_a_transport_error_when_stream_retries_are_off(
     server: FakeOllamaServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(cut_stream_response("partial answer"), text_response("never served"))
     seen: list[StreamEvent] = []
+    provider = make_provider(client, server.base_url, retry=NO_STREAM_RETRY)
     with pytest.raises(ProviderError) as info:
-        async for event in make_provider(client, server.base_url).stream(simple_request()):
+        async for event in provider.stream(simple_request()):
             seen.append(event)
     assert info.value.kind == "transport"
     assert texts(seen)
@@ -587,7 +591,7 @@ async def test_clean_close_without_the_final_line_is_a_transport_error(
     server: FakeOllamaServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(cut_stream_response("partial", framing="close"))
-    err = await failure(make_provider(client, server.base_url))
+    err = await failure(make_provider(client, server.base_url, retry=NO_STREAM_RETRY))
     assert err.kind == "transport"
     assert "done" in err.detail
 

@@ -74,6 +74,8 @@ class Sleeps:
 
 
 POLICY = RetryPolicy(max_attempts=3, initial_backoff_s=0.2, max_backoff_s=5, max_retry_after_s=30)
+NO_STREAM_RETRY = RetryPolicy(stream_max_retries=0)
+"""A cut answer is not sent again: the error itself is what the test looks at."""
 
 
 def make_provider(
@@ -565,13 +567,14 @@ async def test_other_bad_request(server: FakeOpenAIServer, client: httpx.AsyncCl
     assert len(server.requests) == 1
 
 
-async def test_cut_stream_after_events_raises_transport_without_retry(
+async def test_cut_stream_after_events_raises_transport_without_retry_when_stream_retries_are_off(
     server: FakeOpenAIServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(cut_stream_response("partial answer"), text_response("never served"))
     seen: list[StreamEvent] = []
+    provider = make_provider(client, server.base_url, retry=NO_STREAM_RETRY)
     with pytest.raises(ProviderError) as info:
-        async for event in make_provider(client, server.base_url).stream(simple_request()):
+        async for event in provider.stream(simple_request()):
             seen.append(event)
     assert info.value.kind == "transport"
     assert texts(seen)
@@ -582,7 +585,7 @@ async def test_clean_close_without_done_is_a_transport_error(
     server: FakeOpenAIServer, client: httpx.AsyncClient
 ) -> None:
     server.enqueue(cut_stream_response("partial", framing="close"))
-    err = await failure(make_provider(client, server.base_url))
+    err = await failure(make_provider(client, server.base_url, retry=NO_STREAM_RETRY))
     assert err.kind == "transport"
     assert "[DONE]" in err.detail
 

@@ -161,9 +161,11 @@ class HttpStreamProvider(ABC):
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Send `request` and yield its events; the last one is `StreamFinished`.
 
-        Transient failures are retried per the policy, but only while nothing has been
-        yielded yet: once the caller has seen an event, a failure is raised at once. Before
-        each retry a `RetryScheduled` notice is yielded (it is not part of the answer).
+        Transient failures are retried per the policy. Before each retry a `RetryScheduled`
+        notice is yielded (it is not part of the answer); a failure after part of the answer
+        was yielded (a stream cut in the middle, an in-stream error of a transient kind) is
+        retried at most `stream_max_retries` times, with a notice whose `restart` tells the
+        caller to discard what it got of this answer.
         """
         # One generator on purpose: every event passes through it, and another async
         # generator layer per attempt would cost each event a second hop.
@@ -174,9 +176,10 @@ class HttpStreamProvider(ABC):
         split = self.stream_format.split
 
         attempt = 0
-        yielded = False
+        restarts = 0
         while True:
             attempt += 1
+            yielded = False
             try:
                 try:
                     async with (
@@ -213,7 +216,8 @@ class HttpStreamProvider(ABC):
                 except httpx.HTTPError as exc:
                     raise self._transport_error(ctx, exc) from exc
             except ProviderError as err:
-                notice = self._plan_retry(attempt, err, yielded=yielded)
+                notice = self._plan_retry(attempt, err, restarts=restarts if yielded else None)
+                restarts += notice.restart
                 yield notice
                 await self._sleep(notice.delay_s)
 
@@ -284,16 +288,20 @@ class HttpStreamProvider(ABC):
                 status=status,
             )
 
-    def _plan_retry(self, attempt: int, error: ProviderError, *, yielded: bool) -> RetryScheduled:
+    def _plan_retry(
+        self, attempt: int, error: ProviderError, *, restarts: int | None
+    ) -> RetryScheduled:
         """The retry after failed attempt number `attempt`, or raise `error` (explained) when
         it may not be retried: only transient failures are (or what the server's
-        `x-should-retry` header says, see `ProviderError.retryable`), and only while nothing
-        has been handed to the caller. A refused connection (nothing listens there) is retried
-        once, after `UNREACHABLE_RETRY_S`: it rarely heals within seconds, and the user should
-        hear about it at once rather than after the whole backoff."""
+        `x-should-retry` header says, see `ProviderError.retryable`). `restarts` is given when
+        the attempt had handed part of the answer on: the number of such retries made so
+        far, bounded by the policy's `stream_max_retries`. A refused connection (nothing
+        listens there) is retried once, after `UNREACHABLE_RETRY_S`: it rarely heals within
+        seconds, and the user should hear about it at once rather than after the whole
+        backoff."""
         if error.kind == "not_found":
             error = self._explain_not_found(error)
-        retry = not yielded and error.retryable and self._retry.should_retry(attempt)
+        retry = error.retryable and self._retry.should_retry(attempt, restarts=restarts)
         if error.unreachable:
             retry = retry and attempt == 1
             delay = UNREACHABLE_RETRY_S
@@ -307,6 +315,7 @@ class HttpStreamProvider(ABC):
             attempt=attempt,
             max_attempts=2 if error.unreachable else self._retry.max_attempts,
             delay_s=delay,
+            restart=restarts is not None,
         )
 
     def _explain_not_found(self, error: ProviderError) -> ProviderError:

@@ -51,12 +51,14 @@ class Section(BaseModel):
 
 
 class RetryConfig(Section):
-    """How failed model calls are retried before the first byte arrives."""
+    """How failed model calls are retried: before the first byte arrives, and (at most
+    `stream_max_retries` times) when an answer is cut off part-way."""
 
     max_attempts: int = Field(default=4, ge=1, le=20)
     initial_backoff_ms: int = Field(default=500, ge=0)
     max_backoff_ms: int = Field(default=30_000, ge=0)
     max_retry_after_ms: int = Field(default=60_000, ge=0)
+    stream_max_retries: int = Field(default=3, ge=0, le=20)
 
 
 class PriceConfig(Section):

@@ -115,6 +115,12 @@ class Renderer:
                 )
             case ErrorEvent(fatal=False):
                 self.status(f"  ! {event.message}")
+            case ModelRetry(restarted=True):
+                self.status(
+                    f"  ↻ the answer was cut off ({event.kind}: {event.reason}); the text above "
+                    f"is discarded, asking again in {event.delay_s:.1f} s "
+                    f"(attempt {event.attempt + 1} of {event.max_attempts})"
+                )
             case ModelRetry():
                 self.status(
                     f"  ↻ {event.kind}: {event.reason}; retrying in {event.delay_s:.1f} s "
