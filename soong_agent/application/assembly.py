@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import ContextWindow
+from soong_agent.application.hooks import HookContext, HookPipeline, RunHooks
 from soong_agent.application.loop import AgentLoop, LoopSettings
 from soong_agent.application.permission_gate import PermissionGate
 from soong_agent.application.recorder import RunRecorder, redacting_artifacts
@@ -58,6 +59,8 @@ class RunPorts:
     shell_analyzer: ShellAnalyzer | None = None
     redactor: SecretRedactor | None = None
     """Scrubs secrets out of what is stored and shown (CFG-6); None: nothing is scrubbed."""
+    hooks: HookPipeline | None = None
+    """The user's hooks (HOOK-1), fired the same way for every run; None: no hooks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,8 @@ class RunPolicies:
     """Which provider's tokenizer the estimates are calibrated for."""
     max_result_chars: int = RESULT_MAX_CHARS
     cancel_timeout_s: float = 10.0
+    max_stop_continuations: int = 3
+    """How often `stop` hooks may make one run go on (`hooks.max_stop_continuations`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +192,7 @@ class RunAssembler:
             cancel_timeout_s=policies.cancel_timeout_s,
             compaction=compaction,
         )
+        hooks = self._hooks(spec, session.id, run_info.id)
         pipeline = ToolPipeline(
             registry=tools,
             gate=PermissionGate(
@@ -194,10 +200,12 @@ class RunAssembler:
                 policy=policies.permissions,
                 grants=grants,
                 analyzer=ports.shell_analyzer,
+                hooks=hooks,
             ),
             clock=ports.clock,
             artifacts=redacting_artifacts(ports.artifacts, ports.redactor),
             max_result_chars=policies.max_result_chars,
+            hooks=hooks,
         )
         loop = AgentLoop(
             provider=ports.provider,
@@ -213,6 +221,7 @@ class RunAssembler:
             context=context,
             compaction=compaction,
             clock=ports.clock,
+            hooks=hooks,
         )
         recorder = RunRecorder(
             run=run,
@@ -225,6 +234,19 @@ class RunAssembler:
             redactor=ports.redactor,
         )
         return AssembledRun(run=run, loop=loop, recorder=recorder)
+
+    def _hooks(self, spec: RunSpec, session_id: str, run_id: str) -> RunHooks | None:
+        """The run's hooks over the runtime's one pipeline (None when no hook is registered,
+        so a run without hooks pays nothing for them)."""
+        pipeline = self.ports.hooks
+        if pipeline is None or not pipeline:
+            return None
+        return RunHooks(
+            pipeline,
+            HookContext(session_id=session_id, run_id=run_id),
+            model=spec.settings.model_label,
+            max_stop_continuations=self.policies.max_stop_continuations,
+        )
 
     def _context_window(
         self, system: list[SystemPart], tools: ToolRegistry, session_id: str

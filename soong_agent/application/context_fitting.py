@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import Compacted, ContextWindow, Trigger
+from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.domain.compaction import CompactionReport, has_earlier_context
 from soong_agent.ports.events import CompactionEvent, ContextMeasured, ErrorEvent
@@ -13,8 +14,14 @@ class ContextFitting:
     """Keeps one run's active path inside the window, turn by turn; answers compaction
     requests (the compact tool, `run.compact()`) at the next model call."""
 
-    def __init__(self, context: ContextWindow | None, requests: CompactionRequests) -> None:
+    def __init__(
+        self,
+        context: ContextWindow | None,
+        requests: CompactionRequests,
+        hooks: RunHooks | None = None,
+    ) -> None:
         self._context = context
+        self._hooks = hooks
         self.requests = requests
         self.measured = 0
         """The context size of the last measure (system + messages), for estimated usage."""
@@ -53,6 +60,9 @@ class ContextFitting:
     async def compact(self, rec: RunRecorder, trigger: Trigger) -> CompactionReport | None:
         if self._context is None:
             return None
+        if self._hooks is not None:
+            tokens = self.measured or self._context.measure(rec.history).non_system_tokens
+            await self._hooks.pre_compact(rec, trigger=trigger, tokens=tokens)
         result = await self._context.compact(rec.history, trigger=trigger)
         problems, self._context.problems = self._context.problems, []
         for problem in problems:

@@ -162,12 +162,20 @@ class HookPipeline:
             problem = "its output is not a JSON object; the user is asked as usual"
         return outcome, result.exit_code, result.duration_s * 1000, problem
 
-    async def close(self) -> None:
-        """End the hooks still running in the background (their process groups are killed)."""
+    async def close(self, *, wait: bool = True) -> None:
+        """End the hooks still running in the background: with `wait`, each may finish first
+        (it is bounded by its own timeout, so closing waits no longer than the slowest of
+        them); whatever still runs then, or when the close itself is cancelled, has its
+        process group killed. No hook outlives the runtime."""
         tasks = list(self._background)
-        for task in tasks:
-            task.cancel()
-        if tasks:
+        if not tasks:
+            return
+        try:
+            if wait:
+                await asyncio.wait(tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -178,3 +186,168 @@ def _first_line(text: str) -> str:
 
 def _is_json(text: str) -> bool:
     return json_object(text) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHookOutcome:
+    """What the `pre_tool_use` hooks decided for one call: block it (`blocked` is the reason
+    the model gets), replace its arguments (`updated_input`), or nothing."""
+
+    blocked: str | None = None
+    updated_input: dict[str, Any] | None = None
+
+
+class RunHooks:
+    """The hooks of one run: `HookPipeline` bound to the run's `HookContext`, one method per
+    fire point, each a no-op costing one lookup when no command is registered for it.
+
+    The loop, the tool pipeline, the permission gate and compaction call these; what a hook
+    may decide is applied here (per `domain.hooks.verdict`) and handed back in plain terms.
+    """
+
+    def __init__(
+        self,
+        pipeline: HookPipeline,
+        context: HookContext,
+        *,
+        model: str,
+        max_stop_continuations: int,
+    ) -> None:
+        self._pipeline = pipeline
+        self._context = context
+        self._model = model
+        self._stops_left = max_stop_continuations
+
+    @property
+    def context(self) -> HookContext:
+        return self._context
+
+    def _on(self, hook: HookType, tool: str | None = None) -> bool:
+        return self._pipeline.registered(hook, tool)
+
+    async def _fire(
+        self, hook: HookType, data: Mapping[str, Any], rec: RunRecorder, tool: str | None = None
+    ) -> list[HookVerdict]:
+        return await self._pipeline.fire(hook, data, rec, self._context, tool=tool)
+
+    # --- the session and the run ----------------------------------------------------------------
+    async def session_start(self, rec: RunRecorder, *, resumed: bool) -> None:
+        if self._on("session_start"):
+            data = {"session_id": self._context.session_id, "resumed": resumed}
+            await self._fire("session_start", data, rec)
+
+    async def session_end(
+        self, rec: RunRecorder, *, status: str, turns: int, cost_usd: float | None
+    ) -> None:
+        if self._on("session_end"):
+            data = {
+                "session_id": self._context.session_id,
+                "status": status,
+                "turn_count": turns,
+                "cost_usd": cost_usd,
+            }
+            await self._fire("session_end", data, rec)
+
+    async def stop(self, rec: RunRecorder, *, reason: str) -> str | None:
+        """The reminder to go on with, when a `stop` hook asks the agent to continue and the
+        run has `hooks.max_stop_continuations` left; None: the run ends."""
+        if not self._on("stop"):
+            return None
+        verdicts = await self._fire("stop", {"reason": reason}, rec)
+        goes_on = [v.reason for v in verdicts if v.decision == "continue"]
+        if not goes_on or self._stops_left <= 0:
+            return None
+        self._stops_left -= 1
+        return "\n\n".join(goes_on)
+
+    async def notification(self, rec: RunRecorder, message: str) -> None:
+        if self._on("notification"):
+            await self._fire("notification", {"message": message}, rec)
+
+    # --- model calls ---------------------------------------------------------------------------
+    async def pre_sampling(self, rec: RunRecorder, *, turn: int, messages: int) -> str | None:
+        """The reason a `pre_sampling` hook blocks this model call, or None."""
+        if not self._on("pre_sampling"):
+            return None
+        data = {"model": self._model, "turn": turn, "message_count": messages}
+        for v in await self._fire("pre_sampling", data, rec):
+            if v.decision == "block":
+                return v.reason or "a pre_sampling hook exited non-zero"
+        return None
+
+    async def post_sampling(
+        self,
+        rec: RunRecorder,
+        *,
+        turn: int,
+        input_tokens: int,
+        output_tokens: int,
+        stop_reason: str | None,
+        text: str,
+    ) -> None:
+        if self._on("post_sampling"):
+            data = {
+                "model": self._model,
+                "turn": turn,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "stop_reason": stop_reason,
+                "response_preview": text,
+            }
+            await self._fire("post_sampling", data, rec)
+
+    async def pre_compact(self, rec: RunRecorder, *, trigger: str, tokens: int) -> None:
+        if self._on("pre_compact"):
+            await self._fire("pre_compact", {"trigger": trigger, "tokens": tokens}, rec)
+
+    # --- tool calls ---------------------------------------------------------------------------
+    async def pre_tool_use(
+        self, rec: RunRecorder, *, tool: str, call_id: str, arguments: dict[str, Any]
+    ) -> ToolHookOutcome:
+        if not self._on("pre_tool_use", tool):
+            return NO_OUTCOME
+        data = {"tool_name": tool, "call_id": call_id, "tool_input": arguments}
+        updated: dict[str, Any] | None = None
+        for v in await self._fire("pre_tool_use", data, rec, tool):
+            if v.decision == "block":
+                return ToolHookOutcome(blocked=v.reason or "blocked by a pre_tool_use hook")
+            if v.decision == "update" and v.updated_input is not None:
+                updated = v.updated_input
+        return ToolHookOutcome(updated_input=updated) if updated is not None else NO_OUTCOME
+
+    async def post_tool_use(
+        self, rec: RunRecorder, *, tool: str, call_id: str, output: str, is_error: bool
+    ) -> None:
+        hook: HookType = "post_tool_use_failure" if is_error else "post_tool_use"
+        if self._on(hook, tool):
+            key = "tool_error" if is_error else "tool_output"
+            await self._fire(hook, {"tool_name": tool, "call_id": call_id, key: output}, rec, tool)
+
+    async def permission_request(
+        self,
+        rec: RunRecorder,
+        *,
+        tool: str,
+        call_id: str,
+        arguments: dict[str, Any],
+        message: str,
+    ) -> tuple[str, str] | None:
+        """``("allow" | "deny", reason)`` when a `permission_request` hook answered; None: ask
+        as usual. The first hook that answers decides."""
+        if not self._on("permission_request", tool):
+            return None
+        data = {"tool_name": tool, "call_id": call_id, "tool_input": arguments, "message": message}
+        for v in await self._fire("permission_request", data, rec, tool):
+            if v.decision in ("allow", "deny"):
+                return v.decision, v.reason
+        return None
+
+    async def permission_denied(
+        self, rec: RunRecorder, *, tool: str, call_id: str, reason: str
+    ) -> None:
+        if self._on("permission_denied", tool):
+            data = {"tool_name": tool, "call_id": call_id, "reason": reason}
+            await self._fire("permission_denied", data, rec, tool)
+
+
+NO_OUTCOME = ToolHookOutcome()

@@ -10,6 +10,7 @@ from typing import assert_never
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_fitting import ContextFitting
 from soong_agent.application.context_window import ContextWindow
+from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
 from soong_agent.application.steering import Steering
@@ -89,6 +90,7 @@ class AgentLoop:
         context: ContextWindow | None = None,
         compaction: CompactionRequests | None = None,
         clock: Clock | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -103,7 +105,8 @@ class AgentLoop:
         self._calls = 0  # model calls really sent (a missing API key sends none)
         self._context = context
         self._compaction = compaction if compaction is not None else CompactionRequests()
-        self._fitting = ContextFitting(context, self._compaction)
+        self._hooks = hooks
+        self._fitting = ContextFitting(context, self._compaction, hooks)
         self._clock = clock
         self._steering = Steering(
             stuck=settings.stuck,
@@ -156,6 +159,8 @@ class AgentLoop:
         # durable before the first request: whatever happens next (a second Ctrl-C, SIGKILL,
         # a crash in the provider), the session is listed, showable and resumable
         await rec.commit()
+        if self._hooks is not None:
+            await self._hooks.session_start(rec, resumed=resumed)
 
     async def _react(self, rec: RunRecorder) -> tuple[RunStatus, str | None]:
         continuations = 0
@@ -165,12 +170,17 @@ class AgentLoop:
                 return "budget_exhausted", spent
             self._turns += 1
             await self._fitting.fit(rec)
+            blocked = await self._pre_sampling(rec)
+            if blocked is not None:
+                return "blocked", blocked
             try:
                 turn = await self._call_model_in_time(rec)
             except TimeoutError:
                 self._close_open_turn(rec, INTERRUPTED)
                 return "budget_exhausted", self._budget_spent(rec, out_of_time=True)
             assistant = rec.add_message(Message(role="assistant", content=turn.content()))
+            if self._hooks is not None:
+                await self._post_sampling(rec, turn, assistant.text)
             self._turn = None
             self._answer.append(assistant.text)
             tools: Message | None = None
@@ -194,9 +204,14 @@ class AgentLoop:
                     )
                 )
             else:  # the answer is written with the run's end, in one transaction (`_finish`)
-                if turn.stop == "max_tokens":
-                    return "completed", "the answer hit the output token limit"
-                return "completed", None
+                cut = turn.stop == "max_tokens"
+                reminder = await self._stop_hook(rec, "max_tokens" if cut else "end_turn")
+                if reminder is None:
+                    return "completed", "the answer hit the output token limit" if cut else None
+                rec.add_message(
+                    Message(role="user", content=[TextBlock(text=reminder)], kind="reminder")
+                )
+                self._answer = []  # the answer is the one given after the stop hook's reminder
             steer = self._steering.after_turn(
                 rec,
                 index=self._turns,
@@ -211,6 +226,37 @@ class AgentLoop:
             "max_turns",
             f"stopped after {self._settings.max_turns} model calls (runtime.max_turns)",
         )
+
+    # --- hooks (HOOK-1) ---------------------------------------------------------------------------
+    async def _pre_sampling(self, rec: RunRecorder) -> str | None:
+        """The reason a pre_sampling hook blocks this model call (fired once per call, not per
+        provider retry); the block is a warning event and ends the run."""
+        if self._hooks is None:
+            return None
+        why = await self._hooks.pre_sampling(rec, turn=self._turns, messages=len(rec.history))
+        if why is None:
+            return None
+        reason = f"a pre_sampling hook blocked the model call: {why}"
+        rec.event(ErrorEvent, kind="pre_sampling_blocked", message=reason, fatal=False)
+        return reason
+
+    async def _post_sampling(self, rec: RunRecorder, turn: Turn, text: str) -> None:
+        assert self._hooks is not None
+        usage = turn.usage or Usage()
+        await self._hooks.post_sampling(
+            rec,
+            turn=self._turns,
+            input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            output_tokens=usage.output_tokens,
+            stop_reason=turn.stop,
+            text=text,
+        )
+
+    async def _stop_hook(self, rec: RunRecorder, reason: str) -> str | None:
+        """What a stop hook wants the agent to go on with (bounded per run), or None."""
+        if self._hooks is None:
+            return None
+        return await self._hooks.stop(rec, reason=reason)
 
     # --- budgets (runtime.max_cost_usd / max_tokens / max_wall_ms) ---------------------------
     def _now(self) -> float:
@@ -366,6 +412,13 @@ class AgentLoop:
         self._compaction.settle(None)
         if self._context is not None:
             self._context.cancel_background()
+        if self._hooks is not None:
+            await self._hooks.session_end(
+                rec,
+                status=status,
+                turns=self._calls,
+                cost_usd=cost_usd(self._usage, self._settings.price),
+            )
         rec.finish(status, reason)
         rec.event(
             RunFinished,

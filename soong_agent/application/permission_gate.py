@@ -19,6 +19,7 @@ from typing import assert_never
 from pydantic import BaseModel
 
 from soong_agent.application.command_review import CommandReview, review_command, sandbox_problem
+from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext
 from soong_agent.domain import permissions
@@ -26,7 +27,7 @@ from soong_agent.domain.config.schema import PermissionsConfig
 from soong_agent.domain.permissions.protected import ProtectedPaths, protected_reason
 from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
 from soong_agent.ports.errors import SandboxViolation, ToolInputError
-from soong_agent.ports.events import PermissionAsked, PermissionDecided
+from soong_agent.ports.events import PermissionAsked, PermissionDecided, PermissionSuggestion
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import ToolCallBlock
 from soong_agent.ports.shell import ShellAnalyzer
@@ -77,7 +78,9 @@ class PermissionGate:
         policy: PermissionsConfig,
         grants: permissions.SessionGrants,
         analyzer: ShellAnalyzer | None = None,
+        hooks: RunHooks | None = None,
     ) -> None:
+        self._hooks = hooks
         self._approver = approver
         self._policy = policy
         self._grants = grants
@@ -100,16 +103,19 @@ class PermissionGate:
         request = permissions.PermissionRequest(
             tool.name, tool.permission_class, scope, target=target, target_kind=kind, shell=shell
         )
-        decision, reason = await self._decide(call, tool, request, summary, ctx, rec)
+        decision, reason = await self._decide(call, tool, args, request, summary, ctx, rec)
         rec.event(
             PermissionDecided, call_id=call.id, tool=tool.name, decision=decision, reason=reason
         )
+        if decision == "deny" and self._hooks is not None:
+            await self._hooks.permission_denied(rec, tool=tool.name, call_id=call.id, reason=reason)
         return Ruling(decision, summary, reason)
 
     async def _decide(
         self,
         call: ToolCallBlock,
         tool: Tool,
+        args: BaseModel,
         request: permissions.PermissionRequest,
         summary: str,
         ctx: ToolContext,
@@ -136,6 +142,10 @@ class PermissionGate:
         if outcome == "deny":
             return "deny", verdict.reason
         forced = self._must_ask(tool, request, review, ctx)
+        if forced or outcome == "ask":
+            said = await self._hook_answer(call, tool, args, summary, rec)
+            if said is not None:
+                return said
         if forced:
             why = "; ".join(forced)
             if self._approver is None:  # whatever write_without_callback says: never silently
@@ -152,6 +162,39 @@ class PermissionGate:
                 return await self._ask(self._approver, call, tool, request, summary, rec)
             case _:
                 assert_never(outcome)
+
+    async def _hook_answer(
+        self, call: ToolCallBlock, tool: Tool, args: BaseModel, summary: str, rec: RunRecorder
+    ) -> tuple[Decision, str] | None:
+        """A permission_request hook's answer to a call that would be asked about (None: no
+        hook answered, the user is asked as usual)."""
+        if self._hooks is None:
+            return None
+        said = await self._hooks.permission_request(
+            rec,
+            tool=tool.name,
+            call_id=call.id,
+            arguments=args.model_dump(mode="json"),
+            message=summary,
+        )
+        if said is None:
+            return None
+        answer, why = said
+        because = f": {why}" if why else ""
+        if answer == "allow":
+            return "allow_once", f"allowed by a permission_request hook{because}"
+        return "deny", f"denied by a permission_request hook{because}"
+
+    def _learn(self, tool: Tool, request: permissions.PermissionRequest, rec: RunRecorder) -> None:
+        """Permission learning (seed 002): after `SUGGEST_AFTER` approvals of calls one rule
+        would allow, suggest that rule once (an event; the CLI prints it as a hint)."""
+        rule = permissions.suggested_rule(tool.name, request)
+        if rule is None:
+            return
+        if self._grants.approved(rule) == permissions.SUGGEST_AFTER:
+            rec.event(
+                PermissionSuggestion, tool=tool.name, rule=rule, approvals=permissions.SUGGEST_AFTER
+            )
 
     @property
     def _guards_protected(self) -> bool:
@@ -223,6 +266,10 @@ class PermissionGate:
         rec.event(
             PermissionAsked, call_id=call.id, tool=tool.name, summary=summary, session_scope=covers
         )
+        if self._hooks is not None:
+            await self._hooks.notification(
+                rec, f"soong-agent asks to approve {tool.name}: {summary}"
+            )
         answer = await approver.decide(
             ApprovalRequest(
                 tool=tool.name,
@@ -241,6 +288,7 @@ class PermissionGate:
             case "allow_once":
                 if forced is not None:
                     return "allow_once", f"user allowed it once ({forced})"
+                self._learn(tool, request, rec)
                 return "allow_once", "user allowed it once"
             case "deny":
                 if forced is not None:

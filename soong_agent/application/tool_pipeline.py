@@ -10,6 +10,7 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel, ValidationError
 
+from soong_agent.application.hooks import RunHooks
 from soong_agent.application.permission_gate import PermissionGate
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
@@ -73,7 +74,9 @@ class ToolPipeline:
         clock: Clock,
         artifacts: ArtifactStore | None = None,
         max_result_chars: int = RESULT_MAX_CHARS,
+        hooks: RunHooks | None = None,
     ) -> None:
+        self._hooks = hooks
         self._registry = registry
         self._gate = gate
         self._clock = clock
@@ -165,30 +168,87 @@ class ToolPipeline:
         return artifact_preview(content, artifact_id=info.id, size=info.size)
 
     async def _outcome(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> ToolOutput:
-        if p.problem is not None or p.tool is None or p.args is None:
-            return ToolOutput(p.problem or "invalid tool call", is_error=True)
-        tool, args = p.tool, p.args
+        output, ran = await self._guarded(p, rec, ctx)
+        if self._hooks is not None and ran and p.tool is not None:
+            await self._hooks.post_tool_use(
+                rec,
+                tool=p.tool.name,
+                call_id=p.call.id,
+                output=output.content,
+                is_error=output.is_error,
+            )
+        return output
+
+    async def _pre_tool_use(
+        self, p: _Prepared, rec: RunRecorder
+    ) -> tuple[ToolCallBlock, BaseModel] | ToolOutput:
+        """The call after the pre_tool_use hooks: blocked (the reason as an error result), with
+        the arguments a hook replaced (validated again; the permission check follows), or as
+        it was."""
+        assert self._hooks is not None and p.tool is not None and p.args is not None
+        tool, call = p.tool, p.call
+        outcome = await self._hooks.pre_tool_use(
+            rec, tool=tool.name, call_id=call.id, arguments=p.args.model_dump(mode="json")
+        )
+        if outcome.blocked is not None:
+            return ToolOutput(
+                f"Blocked by a pre_tool_use hook: {outcome.blocked}. This {tool.name} call did "
+                "not run.",
+                is_error=True,
+            )
+        if outcome.updated_input is None:
+            return call, p.args
         try:
-            ruling = await self._gate.check(p.call, tool, args, ctx, rec)
+            args = tool.args_model.model_validate(outcome.updated_input)
+        except ValidationError as exc:
+            problem = _validation_problem(tool.name, exc)
+            return ToolOutput(
+                f"A pre_tool_use hook replaced the arguments with invalid ones ({problem}); "
+                "the call did not run.",
+                is_error=True,
+            )
+        updated = ToolCallBlock(
+            id=call.id, name=call.name, arguments=json.dumps(outcome.updated_input)
+        )
+        return updated, args
+
+    async def _guarded(
+        self, p: _Prepared, rec: RunRecorder, ctx: ToolContext
+    ) -> tuple[ToolOutput, bool]:
+        """The call's output, and whether the tool itself ran (post_tool_use hooks fire only
+        then: not for a call that was invalid, blocked or denied)."""
+        if p.problem is not None or p.tool is None or p.args is None:
+            return ToolOutput(p.problem or "invalid tool call", is_error=True), False
+        tool, args, call = p.tool, p.args, p.call
+        if self._hooks is not None:
+            hooked = await self._pre_tool_use(p, rec)
+            if isinstance(hooked, ToolOutput):
+                return hooked, False
+            call, args = hooked
+        ran = False
+        try:
+            ruling = await self._gate.check(call, tool, args, ctx, rec)
             decision = ruling.decision
             match decision:
                 case "deny":
-                    return ToolOutput(
+                    denied = ToolOutput(
                         f"Permission denied ({ruling.reason}): this {tool.name} call "
                         f"({ruling.summary}) did not run. Do not retry it unchanged.",
                         is_error=True,
                     )
+                    return denied, False
                 case "allow_once" | "allow_for_session":
-                    return await tool.handler(args, ctx)
+                    ran = True
+                    return await tool.handler(args, ctx), True
                 case _:
                     assert_never(decision)
         except SoongAgentError as exc:
-            return ToolOutput(str(exc), is_error=True)
+            return ToolOutput(str(exc), is_error=True), ran
         except FileNotFoundError as exc:
-            return ToolOutput(f"not found: {exc.filename or exc}", is_error=True)
+            return ToolOutput(f"not found: {exc.filename or exc}", is_error=True), ran
         except OSError as exc:
-            return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True)
+            return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True), ran
         except Exception as exc:  # a tool's bug must not end the run; the model and events learn it
             message = f"tool {tool.name} failed: {type(exc).__name__}: {exc}"
             rec.event(ErrorEvent, kind="tool_crash", message=message, fatal=False)
-            return ToolOutput(message, is_error=True)
+            return ToolOutput(message, is_error=True), ran

@@ -82,6 +82,7 @@ class Adapters(containers.DeclarativeContainer):
     token_counter = providers.Singleton(factories.token_counter)
     shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
     redactor = providers.Singleton(factories.secret_redactor, loaded, secrets)
+    hooks = providers.Singleton(factories.hook_pipeline, loaded, process_runner, closables)
 
 
 class Services(containers.DeclarativeContainer):
@@ -116,6 +117,7 @@ class Services(containers.DeclarativeContainer):
         token_counter=adapters.token_counter,
         shell_analyzer=adapters.shell_analyzer,
         redactor=adapters.redactor,
+        hooks=adapters.hooks,
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(

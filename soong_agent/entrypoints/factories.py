@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
     from soong_agent.application.assembly import RunPolicies, RunSpec
+    from soong_agent.application.hooks import HookPipeline
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
@@ -263,7 +264,45 @@ def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
         provider_name=profile.model.provider,
         max_result_chars=config.tools.max_result_chars,
         cancel_timeout_s=config.runtime.cancel_timeout_ms / 1000,
+        max_stop_continuations=config.hooks.max_stop_continuations,
     )
+
+
+def hook_pipeline(
+    loaded: LoadedConfig,
+    runner: ProcessRunner,
+    closables: list[Callable[[], Awaitable[None]]],
+) -> HookPipeline | None:
+    """The hooks of `${SOONG_AGENT_HOME}/hooks.json` (HOOK-1; a project's is never read),
+    read once at start: a bad file is a ConfigError naming the entry. None when there are no
+    hooks or `hooks.enabled` is false. A hook gets the environment run_command gets (the
+    allow-list, never a key), plus PROJECT_ROOT, PLATFORM, ARCH and CWD."""
+    import os
+    import platform
+    import sys
+
+    from soong_agent.adapters.config.hooks_loader import load_hooks
+    from soong_agent.application.hooks import HookPipeline
+    from soong_agent.application.tools.shell import command_env
+
+    config = loaded.config
+    hooks = load_hooks(loaded.home, enabled=config.hooks.enabled)
+    if not hooks:
+        return None
+    project = str(loaded.project)
+    env = command_env(
+        os.environ, config.tools.env_allowlist, secret_names=secret_names(loaded), home=project
+    )
+    env.update(PROJECT_ROOT=project, PLATFORM=sys.platform, ARCH=platform.machine(), CWD=project)
+    pipeline = HookPipeline(
+        hooks,
+        runner,
+        base_env=env,
+        cwd=project,
+        default_timeout_s=config.hooks.default_timeout_ms / 1000,
+    )
+    closables.append(pipeline.close)
+    return pipeline
 
 
 def root_spec(

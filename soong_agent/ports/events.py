@@ -10,8 +10,16 @@ from soong_agent.ports.approval import Decision
 from soong_agent.ports.streaming import Usage
 
 RunStatus = Literal[
-    "running", "completed", "cancelled", "failed", "max_turns", "stuck", "budget_exhausted"
+    "running",
+    "completed",
+    "cancelled",
+    "failed",
+    "max_turns",
+    "stuck",
+    "budget_exhausted",
+    "blocked",
 ]
+"""`blocked`: a pre_sampling hook stopped the run before a model call (HOOK-1)."""
 
 
 class _Event(BaseModel):
@@ -97,6 +105,17 @@ class PermissionDecided(_Event):
     tool: str
     decision: Decision
     reason: str
+
+
+class PermissionSuggestion(_Event):
+    """The user keeps approving calls one rule would allow: `rule` is that rule's exact text,
+    to copy into `permissions.allow` (nothing is written anywhere by the runtime). Once per
+    rule and session, after `approvals` answers of "allow once"."""
+
+    type: Literal["permission_suggestion"] = "permission_suggestion"
+    tool: str
+    rule: str
+    approvals: int
 
 
 class ToolResultEvent(_Event):
@@ -238,6 +257,7 @@ RunEvent = Annotated[
     | ToolCallRequested
     | PermissionAsked
     | PermissionDecided
+    | PermissionSuggestion
     | ToolResultEvent
     | SandboxDenied
     | ContextMeasured

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
+from soong_agent.application.hooks import HookPipeline
 from soong_agent.application.loop import LoopSettings
 from soong_agent.application.run_service import RunService
 from soong_agent.application.tools.base import Tool, ToolRegistry
@@ -51,6 +52,8 @@ class Harness:
     stuck: StuckSettings = field(default_factory=StuckSettings)
     limits: RunLimits = field(default_factory=RunLimits)
     ids: SequentialIds = field(default_factory=SequentialIds)
+    hooks: HookPipeline | None = None
+    max_stop_continuations: int = 3
     _service: RunService | None = None
 
     @property
@@ -67,6 +70,7 @@ class Harness:
                     ids=self.ids,
                     approver=self.approver,
                     artifacts=self.artifacts,
+                    hooks=self.hooks,
                 ),
                 RunPolicies(
                     permissions=self.permissions,
@@ -75,6 +79,7 @@ class Harness:
                     context_window=self.context_window_tokens,
                     max_result_chars=self.max_result_chars,
                     cancel_timeout_s=2.0,
+                    max_stop_continuations=self.max_stop_continuations,
                 ),
             )
             settings = LoopSettings(

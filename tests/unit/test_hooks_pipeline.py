@@ -133,8 +133,17 @@ async def test_async_hooks_do_not_wait_and_are_ended_on_close() -> None:
         "started in the background"
     ]
     await asyncio.sleep(0.01)  # the hook is running now
-    await hooks.close()
+    await hooks.close(wait=False)
     assert runner.calls[0].cancelled
+
+
+async def test_closing_lets_a_background_hook_finish_within_its_own_time() -> None:
+    runner = ScriptedProcessRunner().on_command("brief", ScriptedProcess(delay_s=0.05))
+    hooks = pipeline({"session_end": [{"command": "brief", "async": True}]}, runner)
+    rec, _ = recorder()
+    await hooks.fire("session_end", {"session_id": "ses_1"}, rec, CTX)
+    await hooks.close()
+    assert runner.calls[0].result is not None and not runner.calls[0].cancelled
 
 
 def test_hooks_json_errors_name_the_entry() -> None:

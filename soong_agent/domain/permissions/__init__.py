@@ -22,6 +22,7 @@ from soong_agent.domain.permissions.decision import (
     strictest,
 )
 from soong_agent.domain.permissions.grants import (
+    SUGGEST_AFTER,
     SessionGrants,
     command_scope,
     describe_scope,
@@ -30,6 +31,7 @@ from soong_agent.domain.permissions.grants import (
     path_scope,
     scope_covers,
     session_scopes,
+    suggested_rule,
     url_scope,
 )
 from soong_agent.domain.permissions.policy import decide, rules_for, without_approver
@@ -60,6 +62,7 @@ from soong_agent.domain.permissions.targets import (
 )
 
 __all__ = [
+    "SUGGEST_AFTER",
     "DecidedBy",
     "DomainPattern",
     "MatchLevel",
@@ -99,6 +102,7 @@ __all__ = [
     "session_scopes",
     "show_command",
     "strictest",
+    "suggested_rule",
     "url_host",
     "url_scope",
     "without_approver",

@@ -32,6 +32,7 @@ class SessionGrants:
     """
 
     _grants: dict[tuple[str, str], TargetKind | None] = field(default_factory=dict)
+    _approvals: dict[str, int] = field(default_factory=dict)
 
     def add(self, tool: str, scope: str, kind: TargetKind | None = None) -> None:
         """Remember a grant (a later grant of the same tool + scope replaces the kind)."""
@@ -81,6 +82,48 @@ class SessionGrants:
 
     def __len__(self) -> int:
         return len(self._grants)
+
+    def approved(self, rule: str) -> int:
+        """Count one more "allow once" answer to a call `rule` would allow; the new count.
+
+        The counts let the runtime suggest the rule once the user keeps approving its calls
+        (permission learning); they are never written anywhere."""
+        count = self._approvals.get(rule, 0) + 1
+        self._approvals[rule] = count
+        return count
+
+
+SUGGEST_AFTER = 3
+"""Approvals of calls one rule would allow before that rule is suggested (once per session)."""
+
+
+def suggested_rule(tool: str, request: PermissionRequest) -> str | None:
+    """The `permissions.allow` rule text that would allow calls like `request`, in the rule
+    syntax (`rules.parse_rule`): ``run_command(prefix:npm test)``, ``write_file(/src/**)``,
+    ``web_fetch(domain:example.com)``, or the bare tool. None when one rule cannot say it
+    (several commands in one line, a path outside what a rule can name)."""
+    scopes = session_scopes(request)
+    if len(scopes) != 1:
+        return None
+    (scope,) = scopes
+    if scope == "*":
+        return tool
+    kind = request.target_kind
+    if kind == "command":
+        return f"{tool}(prefix:{scope})"
+    if kind == "url":
+        return f"{tool}(domain:{scope})"
+    if kind == "path":
+        if ".." in scope.split("/"):
+            return None
+        if scope == "./":
+            return f"{tool}(/**)"
+        if scope.startswith("/"):
+            return f"{tool}(/{scope}**)"
+        if scope.startswith("~/"):
+            return f"{tool}({scope}**)"
+        return f"{tool}(/{scope}**)"
+    return None
 
 
 def scope_covers(granted: str, scope: str) -> bool:

@@ -10,8 +10,10 @@ from soong_agent.application.run_handle import RunResult
 from soong_agent.ports.events import (
     BudgetExhausted,
     ErrorEvent,
+    HookFailed,
     ModelRetry,
     PermissionDecided,
+    PermissionSuggestion,
     RunEvent,
     SandboxDenied,
     StuckDetected,
@@ -101,6 +103,16 @@ class Renderer:
                 self._mid_line = not event.text.endswith("\n")
             case ToolCallRequested():
                 self.status(f"● {call_preview(event.name, event.arguments)}")
+            case HookFailed():
+                self.status(
+                    f"  ! {event.hook} hook failed, ignored ({_first_line(event.reason)}): "
+                    f"{_first_line(event.command, 60)}"
+                )
+            case PermissionSuggestion():
+                self.status(
+                    f"  hint: you allowed {event.approvals} calls like this; to allow them "
+                    f'without asking, add "{event.rule}" to permissions.allow in config.toml'
+                )
             case PermissionDecided(decision="deny"):
                 self.status(f"  ✗ denied: {event.reason}")
             case ToolResultEvent():
