@@ -211,6 +211,20 @@ class HookFailed(_Event):
     exit_code: int | None = None
 
 
+class MemoryRejected(_Event):
+    """A memory was not stored: the memory policy refused it (what is never kept: file
+    structure, code signatures, task progress, branch or PR names, fix details, secrets).
+    `source` says who wanted it stored (``save_memory``, ``extraction``); `codes` and `reasons`
+    say why, one of each per rule it broke (a secret is named by its kind, never quoted)."""
+
+    type: Literal["memory_rejected"] = "memory_rejected"
+    source: str
+    name: str
+    category: str | None = None
+    codes: list[str] = Field(default_factory=list)
+    reasons: list[str] = Field(default_factory=list)
+
+
 class ChildAgentEvent(_Event):
     """An event of a child agent, forwarded to its parent run."""
 
@@ -266,6 +280,7 @@ RunEvent = Annotated[
     | BudgetExhausted
     | HookRan
     | HookFailed
+    | MemoryRejected
     | ChildAgentEvent
     | ErrorEvent
     | UsageEvent
