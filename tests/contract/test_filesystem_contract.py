@@ -34,6 +34,7 @@ class Sandbox:
 
     fs: FileSystem
     put: Callable[[str, str], None]  # (absolute path, text)
+    names: Callable[[str], list[str]]  # every name stored in a folder (absolute), sorted
     project: str
     home: str
     outside: str
@@ -53,6 +54,9 @@ def _local(tmp_path: Path, *, write_roots: Sequence[str] | None) -> Sandbox:
         Path(absolute).parent.mkdir(parents=True, exist_ok=True)
         Path(absolute).write_text(text, encoding="utf-8")
 
+    def names(folder: str) -> list[str]:
+        return sorted(os.listdir(folder))
+
     fs = LocalFileSystem(
         project=project,
         home_dir=home,
@@ -60,7 +64,7 @@ def _local(tmp_path: Path, *, write_roots: Sequence[str] | None) -> Sandbox:
         write_roots=None if write_roots is None else [Path(r) for r in write_roots],
     )
     real = os.path.realpath(tmp_path)
-    return Sandbox(fs, put, fs.root, fs.home, f"{real}/outside", f"{real}/extra")
+    return Sandbox(fs, put, names, fs.root, fs.home, f"{real}/outside", f"{real}/extra")
 
 
 def _memory(tmp_path: Path, *, write_roots: Sequence[str] | None) -> Sandbox:
@@ -76,7 +80,15 @@ def _memory(tmp_path: Path, *, write_roots: Sequence[str] | None) -> Sandbox:
         key = posixpath.relpath(absolute, fs.root)
         fs.files[absolute if key.startswith("..") else key] = text.encode("utf-8")
 
-    return Sandbox(fs, put, fs.root, fs.home, f"{base}/outside", f"{base}/extra")
+    def names(folder: str) -> list[str]:
+        found = set()
+        for key in fs.files:
+            absolute = key if key.startswith("/") else posixpath.join(fs.root, key)
+            if absolute.startswith(folder.rstrip("/") + "/"):
+                found.add(absolute[len(folder.rstrip("/")) + 1 :].split("/")[0])
+        return sorted(found)
+
+    return Sandbox(fs, put, names, fs.root, fs.home, f"{base}/outside", f"{base}/extra")
 
 
 MAKERS: dict[str, Callable[..., Sandbox]] = {"inmemory": _memory, "local": _local}
@@ -238,6 +250,20 @@ async def test_read_write_round_trip(box: Sandbox) -> None:
     assert not await fs.exists("new/other")
     await fs.write_text("new/dir/f.txt", "replaced")
     assert await fs.read_bytes(box.inside("new/dir/f.txt")) == b"replaced"
+
+
+async def test_writes_leave_nothing_but_the_file(box: Sandbox) -> None:
+    fs = box.fs
+    before = box.names(box.inside("src"))
+    await fs.write_text("src/a.py", "print('replaced')\n")
+    await fs.write_text("src/new.py", "print('new')\n")
+    await fs.write_text("src/new.py", "print('new again')\n")
+    await fs.write_text("made/here.txt", "x")
+    assert box.names(box.inside("src")) == sorted([*before, "new.py"])
+    assert box.names(box.inside("made")) == ["here.txt"]
+    assert await fs.read_bytes("src/new.py") == b"print('new again')\n"
+    entries, _ = await fs.list_dir("src", limit=50)
+    assert [e.path for e in entries] == ["src/a.py", "src/b.py", "src/deep", "src/new.py"]
 
 
 async def test_missing_files_and_folders(box: Sandbox) -> None:

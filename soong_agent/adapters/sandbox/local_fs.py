@@ -6,9 +6,19 @@ check and the open cannot redirect the access. Reads also compare the opened fil
 inode with those seen at the check; writes refuse files with more than one hard link, and reads
 refuse a hard link to a file under a literal sensitive path.
 
+Writes are atomic (`atomic_write`): the new content goes to a temporary file
+(``.soong-write-<hex>.tmp``) in the target's folder, opened through the same symlink-safe walk,
+is fsynced, gets the old file's permission mode (a new file the usual ``0o666`` less the umask)
+and is renamed over the target, then the folder is fsynced. A crash or kill at any moment leaves
+the old content or the new, never a mix or a truncated file; a temporary left by a crash is
+removed by a later write into that folder once older than a grace time. The replaced file is a
+new inode: its owner, group, extended attributes and other hard links are not carried over
+(files with other hard links are refused anyway). `list_dir`, `glob` and `grep` leave these
+temporaries out.
+
 Single-file operations do their I/O directly on the event loop: the files are local and small,
-each call is a handful of syscalls taking microseconds, and a thread hop would cost more than it
-saves. `glob` and `grep` run the ripgrep binary (`search.RipgrepSearch`); there is no
+each call is a handful of syscalls taking microseconds (a write's two fsyncs can take
+milliseconds on a slow disk), and a thread hop would cost more than it saves. `glob` and `grep` run the ripgrep binary (`search.RipgrepSearch`); there is no
 pure-Python fallback: without `rg` the constructor fails with `RipgrepMissing`.
 """
 
@@ -22,7 +32,7 @@ import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from soong_agent.adapters.sandbox import safe_io
+from soong_agent.adapters.sandbox import atomic_write, safe_io
 from soong_agent.adapters.sandbox.checked_io import (
     LinkGuard,
     hard_link_violation,
@@ -53,6 +63,9 @@ __all__ = [
 ]
 
 SENSITIVE_WALK_LIMIT = 20_000
+# Opens the file a write will replace, to check it: never creates or truncates it (and
+# `open_beneath` never follows a symlink).
+_PROBE_FLAGS = os.O_WRONLY | os.O_NONBLOCK
 
 
 class LocalFileSystem:
@@ -85,8 +98,16 @@ class LocalFileSystem:
         self._rg = find_rg(rg_path)
         # Sensitive name patterns are excluded inside ripgrep too (the policy still filters
         # every result), so it does not even open a .env file.
+        # Our temporaries from writes in progress (or crashed) are left out the same way.
         excludes = exclusion_globs(
-            [rule.pattern.strip() for rule in self._policy.rules if rule.name_glob is not None]
+            [
+                *(
+                    rule.pattern.strip()
+                    for rule in self._policy.rules
+                    if rule.name_glob is not None
+                ),
+                atomic_write.TEMP_GLOB,
+            ]
         )
         self._search = RipgrepSearch(self._policy, excludes=excludes, run=self._run_rg)
 
@@ -325,22 +346,50 @@ class LocalFileSystem:
         if not parts:
             raise os_error(IsADirectoryError, errno.EISDIR, display)
         try:
-            fd = safe_io.open_beneath(
-                root, parts, safe_io.WRITE_FLAGS, display=display, make_parents=True
+            # The target's folder, walked from the root without following a symlink (missing
+            # folders made on the way); the trailing "." opens the last folder itself.
+            dir_fd = safe_io.open_beneath(
+                root, [*parts[:-1], "."], safe_io.DIR_FLAGS, display=display, make_parents=True
             )
         except OSError as exc:
             raise with_display(exc, display) from None
         try:
+            mode = self._old_mode(root, parts, dir_fd, display)
+            atomic_write.replace_file(dir_fd, parts[-1], data, mode=mode)
+        except OSError as exc:
+            raise with_display(exc, display) from None
+        finally:
+            os.close(dir_fd)
+
+    @staticmethod
+    def _old_mode(root: str, parts: Sequence[str], dir_fd: int, display: str) -> int | None:
+        """The permission mode of the file being replaced, None when there is none yet.
+
+        The file is opened for writing (not created, not truncated) beneath `root` as the
+        direct write did: a symlink anywhere on the way is refused, and so are a folder, a file
+        this user may not write, anything but a regular file, a file with more than one hard
+        link, and one that is not the file at that name in `dir_fd` (the folder renamed in).
+        """
+        try:
+            fd = safe_io.open_beneath(root, parts, _PROBE_FLAGS, display=display)
+        except FileNotFoundError:
+            return None
+        try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ToolInputError(f"{display!r} is not a regular file")
-            # Checked before truncating: a hard link's other name may be a file outside.
-            if st.st_nlink > 1:
-                raise hard_link_violation(display)
-            os.ftruncate(fd, 0)
-            safe_io.write_all(fd, data)
         finally:
             os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolInputError(f"{display!r} is not a regular file")
+        # A hard link's other name may be a file outside the sandbox.
+        if st.st_nlink > 1:
+            raise hard_link_violation(display)
+        there = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+        if (there.st_dev, there.st_ino) != (st.st_dev, st.st_ino):
+            raise SandboxViolation(
+                f"write to {display!r} refused: the file or a folder above it was replaced "
+                "while it was being checked"
+            )
+        return stat.S_IMODE(st.st_mode)
 
     def _list_dir(self, path: str) -> list[DirEntry]:
         display = self.display_path(path)
@@ -357,6 +406,8 @@ class LocalFileSystem:
                     absolute = f"{resolved.rstrip('/')}/{entry.name}"
                     if self._policy.entry_is_sensitive(absolute, entry.name):
                         continue
+                    if atomic_write.is_temp_name(entry.name):
+                        continue  # a write in progress, or one a crash cut short
                     described = self._describe(entry, absolute, guard)
                     if described is None:
                         continue
