@@ -18,8 +18,9 @@ temporaries out.
 
 Single-file operations do their I/O directly on the event loop: the files are local and small,
 each call is a handful of syscalls taking microseconds (a write's two fsyncs can take
-milliseconds on a slow disk), and a thread hop would cost more than it saves. `glob` and `grep` run the ripgrep binary (`search.RipgrepSearch`); there is no
-pure-Python fallback: without `rg` the constructor fails with `RipgrepMissing`.
+milliseconds on a slow disk), and a thread hop would cost more than it saves. `glob` and
+`grep` run the ripgrep binary (`search.RipgrepSearch`); there is no pure-Python fallback:
+without `rg` the constructor fails with `RipgrepMissing`.
 """
 
 from __future__ import annotations
