@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from runtime_support import bench_runtime  # noqa: E402
+from runtime_support import bench_runtime
 
-from soong_agent import tool  # noqa: E402
-from soong_agent.adapters.process import SubprocessRunner  # noqa: E402
-from soong_agent.testing import InMemorySessionStore, ScriptedModel, ScriptedResponse  # noqa: E402
+from soong_agent import tool
+from soong_agent.adapters.process import SubprocessRunner
+from soong_agent.testing import InMemorySessionStore, ScriptedModel, ScriptedResponse
 
 
 @tool
@@ -89,7 +89,9 @@ async def main(turns: int, rounds: int) -> None:
     print(f"tool call, no hooks:            {a:7.3f} ms  (median of {rounds} runs x {turns} calls)")
     print(f"tool call, one no-op sync hook: {b:7.3f} ms")
     print(f"hook overhead per call:         {b - a:7.3f} ms")
-    print(f"floor: /bin/sh -c true alone:   {spawn:7.3f} ms  (overhead/floor {(b - a) / spawn:.2f}x)")
+    print(
+        f"floor: /bin/sh -c true alone:   {spawn:7.3f} ms  (overhead/floor {(b - a) / spawn:.2f}x)"
+    )
 
 
 if __name__ == "__main__":
