@@ -11,6 +11,7 @@ the real adapter (tests/contract):
     Clock           FixedClock               IdGenerator    SequentialIds
     SecretSource    DictSecretSource         ContextSource  StaticContextSource
     SecretRedactor  DictSecretRedactor       CommandSandbox RecordingCommandSandbox
+    SkillSource     InMemorySkillSource
 
 Example:
     model = ScriptedModel([
@@ -47,6 +48,7 @@ from soong_agent.adapters.inmemory.redactor import DictSecretRedactor
 from soong_agent.adapters.inmemory.scripted_model import ScriptedModel, ScriptedResponse
 from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
 from soong_agent.adapters.inmemory.shell import SimpleShellAnalyzer
+from soong_agent.adapters.inmemory.skills import InMemorySkillSource
 from soong_agent.adapters.inmemory.tokens import ApproxTokenCounter
 from soong_agent.adapters.inmemory.web import ScriptedPage, ScriptedWebFetcher
 
@@ -59,6 +61,7 @@ __all__ = [
     "InMemoryArtifactStore",
     "InMemoryFileSystem",
     "InMemorySessionStore",
+    "InMemorySkillSource",
     "ProcessCall",
     "RecordingApprover",
     "RecordingCommandSandbox",
