@@ -163,22 +163,21 @@ def render_catalogue(
     whole = "\n".join([CATALOGUE_HEADER, *lines])
     if count(whole) <= budget_tokens:
         return whole
-    # Parts are counted separately (the sum is no smaller than the whole for a per-character
-    # estimate); the assembled text is measured again below, in case a tokenizer disagrees.
-    spent = count(CATALOGUE_HEADER + "\n") + count(_more(len(ordered)))
-    kept = 0
-    for line in lines:
-        cost = count(line + "\n")
-        if spent + cost > budget_tokens:
-            break
-        spent += cost
-        kept += 1
-    while kept >= 0:
-        text = "\n".join([CATALOGUE_HEADER, *lines[:kept], _more(len(ordered) - kept)])
-        if count(text) <= budget_tokens:
-            return text
-        kept -= 1
-    return ""
+
+    def listing(kept: int) -> str:
+        return "\n".join([CATALOGUE_HEADER, *lines[:kept], _more(len(lines) - kept)])
+
+    # The most lines that fit, by bisection (a longer listing never counts fewer tokens).
+    if count(listing(0)) > budget_tokens:
+        return ""
+    low, high = 0, len(lines) - 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(listing(middle)) <= budget_tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return listing(low)
 
 
 def render_loaded(skill: Skill) -> str:
