@@ -30,6 +30,7 @@ from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
 from soong_agent.adapters.redaction import SecretScrubber
 from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
 from soong_agent.adapters.shell import TreeSitterShellAnalyzer
+from soong_agent.adapters.skills import HomeSkillSource
 from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 from soong_agent.adapters.system.clock import RandomIds, SystemClock
@@ -97,6 +98,9 @@ PORTS: dict[str, Coverage] = {
         testing.RecordingCommandSandbox,
         (NoSandbox, RefusingSandbox, BubblewrapSandbox, LandlockSandbox),
         "test_os_sandbox_contract.py",
+    ),
+    "SkillSource": Coverage(
+        testing.InMemorySkillSource, (HomeSkillSource,), "test_skill_source_contract.py"
     ),
 }
 
