@@ -11,6 +11,7 @@ the real adapter (tests/contract):
     Clock           FixedClock               IdGenerator    SequentialIds
     SecretSource    DictSecretSource         ContextSource  StaticContextSource
     SecretRedactor  DictSecretRedactor       CommandSandbox RecordingCommandSandbox
+    MemoryStore     InMemoryMemoryStore
     SkillSource     InMemorySkillSource
 
 Example:
@@ -37,6 +38,7 @@ from soong_agent.adapters.inmemory.fakes import (
     StaticContextSource,
 )
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
+from soong_agent.adapters.inmemory.memory import InMemoryMemoryStore
 from soong_agent.adapters.inmemory.ossandbox import RecordingCommandSandbox, SandboxCall
 from soong_agent.adapters.inmemory.process import (
     ProcessCall,
@@ -60,6 +62,7 @@ __all__ = [
     "FixedClock",
     "InMemoryArtifactStore",
     "InMemoryFileSystem",
+    "InMemoryMemoryStore",
     "InMemorySessionStore",
     "InMemorySkillSource",
     "ProcessCall",
