@@ -1,24 +1,19 @@
 """The memory folder on disk: `MEMORY.md` and `<name>.md` directly in user/, feedback/, reference/.
 
 Every path is checked twice: its text by the domain's path policy (`check_path`), then, when it
-is opened, by the kernel: the category folders and files are opened relative to the memory
-folder's descriptor with ``O_NOFOLLOW``, and `lstat` / `fstat` refuse symbolic links, files that
-are not regular and memory files with other hard links. A file is written whole or not at all: a
-temporary file in the same folder, `fsync`, `rename` over the old one, `fsync` of the folder.
-The index is rebuilt from the files after each change; a crash between the two leaves a stale
-index, which the next store's first operation (`repair_index`) rebuilds. Processes sharing the
-folder take an `flock` on it: exclusive to change it, shared to read it.
+is opened, by the kernel (`files`: ``O_NOFOLLOW`` relative to the folder's descriptor, nothing
+but regular files, atomic writes). The index is rebuilt from the files after each change; a
+crash between the two leaves a stale index, which the next store's first operation
+(`repair_index`) rebuilds. Processes sharing the folder take an `flock` on it: exclusive to
+change it, shared to read it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
 import fcntl
 import os
-import secrets
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -26,13 +21,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soong_agent.adapters.memory import codec
+from soong_agent.adapters.memory.files import (
+    DIR_FLAGS,
+    DIR_MODE,
+    OpenFolder,
+    read_text,
+    remove_temp_files,
+    unlink,
+    write_atomic,
+)
 from soong_agent.domain.memory.index import render_index
 from soong_agent.domain.memory.paths import (
     INDEX_FILE,
     NAME_RULE,
     SUFFIX,
-    TEMP_PREFIX,
-    TEMP_SUFFIX,
     check_name,
     check_path,
     is_temp_file,
@@ -51,15 +53,6 @@ from soong_agent.ports.memory import (
 )
 from soong_agent.ports.system import Clock
 
-MAX_FILE_BYTES = 256 * 1024
-"""A memory file (or index) larger than this is not read."""
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_MODE = 0o600
-_DIR_MODE = 0o700
-
 
 @dataclass(frozen=True, slots=True)
 class _Found:
@@ -69,52 +62,6 @@ class _Found:
     dir_fd: int
     filename: str
     relative: str
-
-
-class _Open:
-    """The memory folder and its category folders, opened for one operation."""
-
-    def __init__(self, root_fd: int) -> None:
-        self.root_fd = root_fd
-        self.folders: dict[MemoryCategory, int | None] = {}
-
-    def close(self) -> None:
-        for fd in self.folders.values():
-            if fd is not None:
-                os.close(fd)
-        os.close(self.root_fd)
-
-    def folder(self, category: MemoryCategory, *, create: bool) -> int | None:
-        """The category folder's descriptor (None: it does not exist and `create` is off).
-        MemoryPathRefused when a symbolic link or something else than a folder is there."""
-        fd = self.folders.get(category)
-        if fd is not None:
-            return fd
-        shown = f"{category}/"
-        try:
-            before = os.lstat(category, dir_fd=self.root_fd)
-        except FileNotFoundError:
-            if not create:
-                return None
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(category, _DIR_MODE, dir_fd=self.root_fd)
-            before = os.lstat(category, dir_fd=self.root_fd)
-        if stat.S_ISLNK(before.st_mode):
-            raise MemoryPathRefused(shown, "the folder is a symbolic link")
-        if not stat.S_ISDIR(before.st_mode):
-            raise MemoryPathRefused(shown, "it is not a folder")
-        try:
-            fd = os.open(category, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=self.root_fd)
-        except OSError as exc:
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise MemoryPathRefused(shown, "the folder was replaced while opening it") from None
-            raise
-        after = os.fstat(fd)
-        if (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-            os.close(fd)
-            raise MemoryPathRefused(shown, "the folder was replaced while opening it")
-        self.folders[category] = fd
-        return fd
 
 
 class FileMemoryStore:
@@ -171,10 +118,10 @@ class FileMemoryStore:
             folder = opened.folder(stored.category, create=True)
             assert folder is not None
             text = codec.dump(stored, created=stored.created or now, updated=now)
-            _write_atomic(folder, memory.name + SUFFIX, target.relative, text)
+            write_atomic(folder, memory.name + SUFFIX, target.relative, text)
             for old in found:  # the memory moved to another category
                 if old.category != stored.category:
-                    _unlink(old)
+                    unlink(old.dir_fd, old.filename)
             self._write_index(opened)
             return stored
 
@@ -187,7 +134,7 @@ class FileMemoryStore:
                 raise MemoryNotFound(name)
             removed = self._entry_of(found[0])
             for where in found:
-                _unlink(where)
+                unlink(where.dir_fd, where.filename)
             self._write_index(opened)
             return removed
 
@@ -198,7 +145,7 @@ class FileMemoryStore:
                 return False
             with self._opened(write=True) as opened:
                 for category in MEMORY_CATEGORIES:
-                    _remove_temp_files(opened, category)
+                    remove_temp_files(opened, category)
                 return self._write_index(opened)
 
     # --- helpers -------------------------------------------------------------------------
@@ -212,28 +159,28 @@ class FileMemoryStore:
         return codec.utc(self._clock.now() if self._clock is not None else time.time())
 
     @contextlib.contextmanager
-    def _opened(self, *, write: bool) -> Iterator[_Open]:
+    def _opened(self, *, write: bool) -> Iterator[OpenFolder]:
         """The memory folder opened and locked (exclusively to `write`, which creates it)."""
         with self._lock:
             if write:
-                self._root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+                self._root.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             try:
-                root_fd = os.open(self._root, _DIR_FLAGS)
+                root_fd = os.open(self._root, DIR_FLAGS)
             except FileNotFoundError:
                 root_fd = -1
             except NotADirectoryError:
                 raise MemoryPathRefused(str(self._root), "the memory folder is a file") from None
             if root_fd < 0:  # nothing stored yet: an empty folder for the reader
-                yield _Open(-1)
+                yield OpenFolder(-1)
                 return
-            opened = _Open(root_fd)
+            opened = OpenFolder(root_fd)
             try:
                 fcntl.flock(root_fd, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
                 yield opened
             finally:
                 opened.close()
 
-    def _find(self, opened: _Open, name: str) -> list[_Found]:
+    def _find(self, opened: OpenFolder, name: str) -> list[_Found]:
         """Every file of the memory `name` (normally one), in category order."""
         if opened.root_fd < 0:
             return []
@@ -252,7 +199,7 @@ class FileMemoryStore:
         return found
 
     def _load(self, where: _Found) -> Memory:
-        text, mtime = _read_text(where.dir_fd, where.filename, where.relative)
+        text, mtime = read_text(where.dir_fd, where.filename, where.relative)
         name = where.filename[: -len(SUFFIX)]
         return codec.load(
             text,
@@ -266,17 +213,17 @@ class FileMemoryStore:
         memory = self._load(where)
         return _entry(memory, where.relative)
 
-    def _write_index(self, opened: _Open) -> bool:
+    def _write_index(self, opened: OpenFolder) -> bool:
         """Write `MEMORY.md` from the files if it differs; True when it did."""
         check_path(INDEX_FILE)
         text = render_index(_Catalogue.scan(opened).entries)
         try:
-            current, _ = _read_text(opened.root_fd, INDEX_FILE, INDEX_FILE)
+            current, _ = read_text(opened.root_fd, INDEX_FILE, INDEX_FILE)
         except (FileNotFoundError, MemoryPathRefused, MemoryFileInvalid):
             current = None  # missing, a link or not text: replaced by the real index
         if current == text:
             return False
-        _write_atomic(opened.root_fd, INDEX_FILE, INDEX_FILE, text, replace_link=True)
+        write_atomic(opened.root_fd, INDEX_FILE, INDEX_FILE, text, replace_link=True)
         return True
 
 
@@ -284,7 +231,7 @@ class _Catalogue:
     """A scan of the category folders."""
 
     @staticmethod
-    def scan(opened: _Open) -> MemoryCatalogue:
+    def scan(opened: OpenFolder) -> MemoryCatalogue:
         if opened.root_fd < 0:
             return MemoryCatalogue(())
         entries: list[MemoryEntry] = []
@@ -310,7 +257,7 @@ class _Catalogue:
                     )
                     continue
                 try:
-                    text, mtime = _read_text(folder, filename, relative)
+                    text, mtime = read_text(folder, filename, relative)
                     memory = codec.load(
                         text,
                         path=relative,
@@ -343,87 +290,4 @@ def _entry(memory: Memory, relative: str) -> MemoryEntry:
     )
 
 
-def _read_text(dir_fd: int, filename: str, relative: str) -> tuple[str, float]:
-    """A regular file's text (UTF-8) and modification time, never through a symbolic link;
-    FileNotFoundError when it is not there."""
-    try:
-        fd = os.open(filename, _READ_FLAGS, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise MemoryPathRefused(relative, "it is a symbolic link") from None
-        raise
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise MemoryPathRefused(relative, "it is not a regular file")
-        if info.st_nlink > 1 and relative != INDEX_FILE:
-            raise MemoryPathRefused(relative, f"it has {info.st_nlink} hard links")
-        if info.st_size > MAX_FILE_BYTES:
-            raise MemoryFileInvalid(relative, f"it is larger than {MAX_FILE_BYTES} bytes")
-        chunks: list[bytes] = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    try:
-        return b"".join(chunks).decode("utf-8"), info.st_mtime
-    except UnicodeDecodeError as exc:
-        raise MemoryFileInvalid(relative, f"it is not UTF-8 text ({exc.reason})") from None
-
-
-def _write_atomic(
-    dir_fd: int, filename: str, relative: str, text: str, *, replace_link: bool = False
-) -> None:
-    """`text` as the file `filename` of the folder, whole or not at all. What stands at
-    that name must be a regular file (or nothing); a symbolic link is refused, unless
-    `replace_link` (the index: the link itself is replaced, never followed)."""
-    try:
-        info = os.lstat(filename, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
-    else:
-        if stat.S_ISLNK(info.st_mode) and not replace_link:
-            raise MemoryPathRefused(relative, "a symbolic link is in its place")
-        if not stat.S_ISREG(info.st_mode) and not stat.S_ISLNK(info.st_mode):
-            raise MemoryPathRefused(relative, "something that is not a regular file is there")
-    temp = f"{TEMP_PREFIX}{filename}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
-    fd = os.open(temp, _CREATE_FLAGS, _FILE_MODE, dir_fd=dir_fd)
-    try:
-        try:
-            data = text.encode("utf-8")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(temp, filename, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp, dir_fd=dir_fd)
-        raise
-    os.fsync(dir_fd)
-
-
-def _unlink(where: _Found) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(where.filename, dir_fd=where.dir_fd)
-    os.fsync(where.dir_fd)
-
-
-def _remove_temp_files(opened: _Open, category: MemoryCategory) -> None:
-    """Remove what an interrupted write left in a category folder (the writers are locked out)."""
-    try:
-        folder = opened.folder(category, create=False)
-    except MemoryPathRefused:
-        return  # reported by the catalogue
-    if folder is None:
-        return
-    for filename in os.listdir(folder):
-        if is_temp_file(filename):
-            info = os.lstat(filename, dir_fd=folder)
-            if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
-                os.unlink(filename, dir_fd=folder)
-
-
-__all__ = ["MAX_FILE_BYTES", "FileMemoryStore"]
+__all__ = ["FileMemoryStore"]

@@ -1,0 +1,95 @@
+"""`soong-agent memory list|show|rm`: the memories in `memory.memory_dir`, read and removed
+through the same writer the agent uses (the index is kept in step with the files).
+
+What is printed goes through the runtime's secret redactor: a memory file edited by hand may
+hold what the memory policy would have refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import TYPE_CHECKING
+
+from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
+
+if TYPE_CHECKING:
+    from soong_agent.ports.memory import MemoryStore
+    from soong_agent.ports.secrets import SecretRedactor
+
+
+def _when(when: dt.datetime) -> str:
+    return when.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _open(path: str | None) -> tuple[MemoryStore, SecretRedactor, str]:
+    """The memory store of the config (`memory.memory_dir`), the redactor and the folder."""
+    from soong_agent.adapters.memory import FileMemoryStore
+    from soong_agent.entrypoints.containers import CliContainer
+    from soong_agent.entrypoints.sdk import load
+
+    loaded = load(path, None)
+    folder = loaded.config.memory.memory_dir
+    redactor: SecretRedactor = CliContainer(loaded=loaded).adapters.redactor()
+    return FileMemoryStore(folder), redactor, folder
+
+
+def _warn(problems: tuple[str, ...], redactor: SecretRedactor) -> None:
+    for problem in problems:
+        sys.stderr.write(f"soong-agent: warning: {redactor.redact(problem)}\n")
+
+
+def memory_list(path: str | None) -> int:
+    """One line per memory (category, name, updated, description); skipped files on stderr."""
+
+    def go() -> int:
+        store, redactor, folder = _open(path)
+        catalogue = store.catalogue()
+        _warn(catalogue.problems, redactor)
+        if not catalogue.entries:
+            sys.stdout.write(f"no memories yet ({folder})\n")
+            return EXIT_OK
+        width = max(len(e.name) for e in catalogue.entries)
+        lines = [f"{len(catalogue.entries)} memories in {folder}:\n"]
+        for e in catalogue.entries:
+            description = redactor.redact(e.description)
+            lines.append(f"{e.category:<9} {e.name:<{width}}  {_when(e.updated)}  {description}\n")
+        sys.stdout.write("".join(lines))
+        return EXIT_OK
+
+    return guarded(go)
+
+
+def memory_show(name: str, path: str | None) -> int:
+    """A memory's fields and body; exit 2 when there is no memory of that name."""
+
+    def go() -> int:
+        store, redactor, folder = _open(path)
+        memory = store.read(name)
+        assert memory.created is not None and memory.updated is not None
+        lines = [
+            f"name:        {memory.name}",
+            f"category:    {memory.category}",
+            f"description: {memory.description}",
+            f"created:     {_when(memory.created)}",
+            f"updated:     {_when(memory.updated)}",
+            f"file:        {folder}/{memory.category}/{memory.name}.md",
+            "",
+            memory.body,
+        ]
+        sys.stdout.write(redactor.redact("\n".join(lines)) + "\n")
+        return EXIT_OK
+
+    return guarded(go)
+
+
+def memory_rm(name: str, path: str | None) -> int:
+    """Remove a memory and update the index; exit 2 when there is no memory of that name."""
+
+    def go() -> int:
+        store, _, folder = _open(path)
+        removed = store.delete(name)
+        sys.stdout.write(f"removed memory {removed.name!r} ({folder}/{removed.path})\n")
+        return EXIT_OK
+
+    return guarded(go)
