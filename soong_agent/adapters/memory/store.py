@@ -181,13 +181,18 @@ class FileMemoryStore:
                 opened.close()
 
     def _find(self, opened: OpenFolder, name: str) -> list[_Found]:
-        """Every file of the memory `name` (normally one), in category order."""
+        """Every file of the memory `name` (normally one), in category order. A category
+        folder that is refused (a symbolic link) is not looked into: writing there fails when
+        it is opened, the catalogue reports it, the other folders still work."""
         if opened.root_fd < 0:
             return []
         found: list[_Found] = []
         filename = name + SUFFIX
         for category in MEMORY_CATEGORIES:
-            folder = opened.folder(category, create=False)
+            try:
+                folder = opened.folder(category, create=False)
+            except MemoryPathRefused:
+                continue
             if folder is None:
                 continue
             relative = f"{category}/{filename}"
