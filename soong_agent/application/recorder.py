@@ -163,37 +163,45 @@ class RunRecorder:
         on with the next piece; None when nothing of it could be published yet. Whatever is
         held is published before any other event, so the order of events is kept.
         """
-        if self._redactor is not None:
+        redactor = self._redactor
+        if redactor is not None:
             if cls in _STREAMED:
                 held = self._held.get(cls)
                 if held is None:  # a new stream: the other one (if any) has ended
                     if self._held:
                         self._flush_streams()
                     held = self._held[cls] = _Held()
-                fields["text"] = held.take(self._redactor, fields["text"])
+                fields["text"] = held.take(redactor, fields["text"])
                 if not fields["text"]:
                     return None
             else:
                 if self._held:
                     self._flush_streams()
-                memo = self._memo
                 names = _TEXT_FIELDS.get(cls)
-                for key in names if names is not None else _texts_of(cls):
+                if names is None:
+                    names = _texts_of(cls)
+                memo = self._memo
+                for key in names:
                     value = fields.get(key)
                     if value:
-                        done = memo.get(value) if type(value) is str else None
-                        fields[key] = done if done is not None else self._scrub(value)
+                        if type(value) is str:
+                            done = memo.get(value)
+                            if done is None:
+                                done = memo[value] = redactor.redact(value)
+                            fields[key] = done
+                        else:
+                            fields[key] = self._scrub(value)
         return self._publish(cls, fields)
 
     def _publish(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
+        """Sequence and validate the event (`fields` is the caller's own dict: completed in
+        place and validated as is, which costs half of `cls(**fields)`), queue and publish it."""
         self._seq += 1
-        event: RunEvent = cls(
-            seq=self._seq,
-            run_id=self.run_info.id,
-            session_id=self.session.id,
-            at=self._clock.now(),
-            **fields,
-        )
+        fields["seq"] = self._seq
+        fields["run_id"] = self.run_info.id
+        fields["session_id"] = self.session.id
+        fields["at"] = self._clock.now()
+        event: RunEvent = cls.__pydantic_validator__.validate_python(fields)
         self._events.append(event)
         self._run.emit(event)
         return event

@@ -30,6 +30,7 @@ from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolRe
 from soong_agent.ports.streaming import Usage
 
 ERROR_LINE_CHARS = 200
+_SPANS_KEPT = 64
 
 
 @dataclass(slots=True)
@@ -95,13 +96,16 @@ class Steering:
         """Record one turn; act on the path when it looks stuck. A ``stop`` intervention is
         returned for the loop to end the run; the others are already applied."""
         calls = assistant.tool_calls
-        results = {r.call_id: r for r in tools.tool_results} if tools is not None else {}
+        results = {r.call_id: r for r in tools.tool_results} if calls and tools is not None else {}
         traces = tuple(_trace(call, results.get(call.id)) for call in calls)
-        ids = [assistant.id] + ([tools.id] if tools is not None else [])
+        # a turn's text is compared only between turns without tool calls (monologue)
+        text = "" if calls else digest(assistant.text)
+        ids = [assistant.id] if tools is None else [assistant.id, tools.id]
         self._spans.append(_Span(index, ids, [t.label for t in traces]))
-        del self._spans[:-64]
+        if len(self._spans) > _SPANS_KEPT:
+            del self._spans[:-_SPANS_KEPT]
         intervention = self._detector.observe(
-            TurnTrace(index=index, calls=traces, text=digest(assistant.text), compacted=compacted)
+            TurnTrace(index=index, calls=traces, text=text, compacted=compacted)
         )
         if intervention is None:
             return None

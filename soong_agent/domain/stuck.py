@@ -18,7 +18,6 @@ the pattern resets nothing already spent: the budget is per run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -87,19 +86,43 @@ class Intervention:
 
 
 def digest(text: str) -> str:
-    """A short, stable fingerprint of a text."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    """A short fingerprint of a text, stable within the process (traces are never stored).
+
+    Its length and Python's string hash: no copy and no encoding of the text (a tool result
+    may be 30 KB), and a text already used as a dict key (the recorder's scrubbing memo) has
+    its hash cached. Two different texts share a fingerprint with a chance of 2**-64."""
+    return f"{len(text):x}.{hash(text) & _MASK64:x}"
+
+
+_MASK64 = (1 << 64) - 1
 
 
 def call_signature(name: str, arguments: str) -> str:
     """`name` and its arguments with key order and whitespace normalised."""
+    short = len(arguments) <= _REMEMBERED_CHARS
+    if short:
+        found = _SIGNATURES.get((name, arguments))
+        if found is not None:
+            return found
     try:
         normalised = json.dumps(
             json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":")
         )
     except (ValueError, RecursionError):
         normalised = " ".join(arguments.split())
-    return f"{name}:{normalised}"
+    signature = f"{name}:{normalised}"
+    if short:
+        if len(_SIGNATURES) >= _REMEMBERED:
+            _SIGNATURES.clear()
+        _SIGNATURES[(name, arguments)] = signature
+    return signature
+
+
+_SIGNATURES: dict[tuple[str, str], str] = {}
+"""Signatures of recent short calls: a model that repeats a call (what stuck detection is about)
+sends the same arguments text, normalised once. Bounded: cleared when full."""
+_REMEMBERED = 256
+_REMEMBERED_CHARS = 512
 
 
 def short_label(name: str, arguments: str, limit: int = 80) -> str:
@@ -146,59 +169,77 @@ class StuckDetector:
             or self._compaction_loop(s.compaction)
         )
 
-    def _tail(self, count: int) -> list[TurnTrace] | None:
-        if count <= 0 or len(self.turns) < count:
-            return None
-        return self.turns[-count:]
+    # Each check first looks at the last turn(s), where a run that makes progress differs, and
+    # builds its finding only when the whole tail matches.
 
     def _repeated_call(self, count: int) -> Finding | None:
-        tail = self._tail(count)
-        if tail is None or any(len(t.calls) != 1 for t in tail):
+        turns = self.turns
+        if count <= 0 or len(turns) < count:
             return None
-        keys = {(t.calls[0].signature, t.calls[0].result) for t in tail}
-        if len(keys) != 1:
+        last = turns[-1].calls
+        if len(last) != 1:
             return None
-        call = tail[0].calls[0]
+        signature, result = last[0].signature, last[0].result
+        for back in range(2, count + 1):
+            calls = turns[-back].calls
+            if len(calls) != 1 or calls[0].result != result or calls[0].signature != signature:
+                return None
+        first = turns[-count]
         return Finding(
             "repeated_call",
-            f"{call.label} was called {count} times in a row and returned the same result each "
-            "time",
-            tail[0].index,
-            tail[-1].index,
+            f"{first.calls[0].label} was called {count} times in a row and returned the same "
+            "result each time",
+            first.index,
+            turns[-1].index,
         )
 
     def _repeated_error(self, count: int) -> Finding | None:
-        tail = self._tail(count)
-        if tail is None:
+        turns = self.turns
+        if count <= 0 or len(turns) < count:
             return None
-        errors: set[str] = set()
-        for turn in tail:
-            failed = [c for c in turn.calls if c.is_error]
-            if not failed or len(failed) != len(turn.calls):
+        error: str | None = None
+        for back in range(1, count + 1):
+            calls = turns[-back].calls
+            if not calls:
                 return None
-            errors.update(c.error for c in failed)
-        if len(errors) != 1:
-            return None
-        error = next(iter(errors))
+            for call in calls:
+                if not call.is_error:
+                    return None
+                if error is None:
+                    error = call.error
+                elif call.error != error:
+                    return None
         return Finding(
             "repeated_error",
             f"the same error came back {count} times in a row: {error}",
-            tail[0].index,
-            tail[-1].index,
+            turns[-count].index,
+            turns[-1].index,
         )
 
     def _cycle(self, repeats: int) -> Finding | None:
         if repeats <= 0:
             return None
+        turns = self.turns
         for period in (2, 3):
-            tail = self._tail(period * repeats)
-            if tail is None or any(len(t.calls) != 1 for t in tail):
+            span = period * repeats
+            if len(turns) < span:
                 continue
-            keys = [(t.calls[0].signature, t.calls[0].result) for t in tail]
-            pattern = keys[:period]
-            if len(set(pattern)) < 2:
-                continue  # one call repeated: that is `repeated_call`
-            if all(keys[i] == pattern[i % period] for i in range(len(keys))):
+            # periodic: each of the trailing `span` turns is one call, the same (call and
+            # result) as the turn `period` before it
+            for back in range(1, span - period + 1):
+                now, before = turns[-back].calls, turns[-back - period].calls
+                if (
+                    len(now) != 1
+                    or len(before) != 1
+                    or now[0].result != before[0].result
+                    or now[0].signature != before[0].signature
+                ):
+                    break
+            else:
+                tail = turns[-span:]
+                pattern = {(t.calls[0].signature, t.calls[0].result) for t in tail[:period]}
+                if len(pattern) < 2:
+                    continue  # one call repeated: that is `repeated_call`
                 labels = " → ".join(t.calls[0].label for t in tail[:period])
                 return Finding(
                     "cycle",
@@ -209,8 +250,11 @@ class StuckDetector:
         return None
 
     def _monologue(self, count: int) -> Finding | None:
-        tail = self._tail(count)
-        if tail is None or any(t.calls for t in tail):
+        turns = self.turns
+        if count <= 0 or len(turns) < count or turns[-1].calls:
+            return None
+        tail = turns[-count:]
+        if any(t.calls for t in tail):
             return None
         if len({t.text for t in tail}) > max(1, count // 2):
             return None  # the text moves on: it is writing, not looping
@@ -222,8 +266,11 @@ class StuckDetector:
         )
 
     def _compaction_loop(self, count: int) -> Finding | None:
-        tail = self._tail(count)
-        if tail is None or not all(t.compacted for t in tail):
+        turns = self.turns
+        if count <= 0 or len(turns) < count or not turns[-1].compacted:
+            return None
+        tail = turns[-count:]
+        if not all(t.compacted for t in tail):
             return None
         return Finding(
             "compaction_loop",

@@ -139,6 +139,33 @@ def test_settled_holds_only_what_may_begin_a_secret(scrubber: SecretScrubber) ->
     assert scrubber.settled("sk-" + "x" * 10_000) == 10_003 - 4096
 
 
+def test_settled_holds_a_run_ending_in_the_start_of_any_anchor(scrubber: SecretScrubber) -> None:
+    anchors = {a for d in DETECTORS for a in d.anchors}
+    for anchor in sorted(anchors):
+        for k in range(1, len(anchor)):
+            start = anchor[:k]
+            if " " in start:
+                continue  # a run ends at whitespace (a private key block is held apart)
+            assert scrubber.settled(f"word {start}") == len("word "), start
+    for plain in ("one tool", "zzz", "the end."):
+        assert scrubber.settled(plain) == len(plain), plain
+
+
+def test_a_short_text_whose_secret_began_in_the_text_before_is_scrubbed(
+    scrubber: SecretScrubber,
+) -> None:
+    # the part of the value in `text` goes; what was handed on before stays as it was
+    assert scrubber.redact("0f3a9c2e and more", before="the key value-") == (
+        "[redacted:MY_KEY] and more"
+    )
+    assert scrubber.redact("IOSFODNN7EXAMPLE ok", before="id AKIA") == (
+        "[redacted:aws_access_key] ok"
+    )
+    assert scrubber.redact(" ok", before="the key value-0f3a9c2e") == " ok"
+    text = "nothing here"
+    assert scrubber.redact(text, before="nothing before either") is text
+
+
 def test_every_detector_compiles_and_has_anchors() -> None:
     for detector in DETECTORS:
         assert detector.anchors and detector.pattern.pattern and detector.probe.pattern

@@ -15,6 +15,7 @@ from soong_agent.domain.stuck import (
     StuckSettings,
     TurnTrace,
     call_signature,
+    digest,
 )
 from soong_agent.ports.events import BudgetExhausted, StuckDetected
 from soong_agent.ports.model import ModelRequest
@@ -80,6 +81,53 @@ def test_escalation_is_reminder_then_prune_then_stop() -> None:
             if step.action == "stop":
                 break
     assert actions == ["reminder", "prune", "stop"]
+
+
+def test_a_cycle_of_three_calls_is_noticed_but_not_one_whose_results_change() -> None:
+    cycle = StuckDetector(StuckSettings(cycle=2, same_call=0))
+    found = None
+    for index in range(1, 7):
+        found = cycle.observe(trace(index, "abc"[index % 3], "{}")) or found
+    assert found is not None and found.finding.kind == "cycle"
+    assert (found.finding.first, found.finding.last) == (1, 6)
+    assert "→" in found.finding.detail
+    moving = StuckDetector(StuckSettings(cycle=2, same_call=0))
+    for index in range(1, 13):
+        name = "ab"[index % 2]
+        assert moving.observe(trace(index, name, "{}", result=f"r{index}")) is None
+
+
+def test_different_errors_and_a_success_in_between_are_not_a_loop() -> None:
+    detector = StuckDetector(StuckSettings(same_error=3, same_call=0, cycle=0))
+    for index, error in enumerate(["boom", "bang", "boom", "boom"], start=1):
+        assert detector.observe(trace(index, "a", "{}", result=error, error=True)) is None
+    assert detector.observe(trace(5, "a", "{}", result="fine")) is None
+    assert detector.observe(trace(6, "a", "{}", result="boom", error=True)) is None
+
+
+def test_repeating_answers_and_compactions_that_free_nothing_are_noticed() -> None:
+    talk = StuckDetector(StuckSettings(monologue=4))
+    found = None
+    for index in range(1, 5):
+        found = talk.observe(TurnTrace(index=index, text=digest(f"same {index % 2}")))
+    assert found is not None and found.finding.kind == "monologue"
+    writing = StuckDetector(StuckSettings(monologue=4))
+    for index in range(1, 9):
+        assert writing.observe(TurnTrace(index=index, text=digest(f"part {index}"))) is None
+    compacting = StuckDetector(StuckSettings(compaction=3))
+    found = None
+    for index in range(1, 4):
+        found = compacting.observe(TurnTrace(index=index, text="", compacted=True))
+    assert found is not None and found.finding.kind == "compaction_loop"
+
+
+def test_a_digest_tells_texts_apart_and_a_signature_ignores_key_order() -> None:
+    big = "x" * 30_000
+    assert digest(big) == digest("x" * 30_000) and digest(big) != digest(big[:-1] + "y")
+    assert digest("") != digest(" ")
+    assert call_signature("grep", '{"a": 1, "b": [2]}') == call_signature("grep", '{"b":[2],"a":1}')
+    assert call_signature("grep", "{}") != call_signature("glob", "{}")
+    assert call_signature("grep", "not json  at all") == "grep:not json at all"
 
 
 def test_thresholds_of_zero_turn_the_checks_off() -> None:

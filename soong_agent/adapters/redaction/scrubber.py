@@ -71,7 +71,12 @@ class SecretScrubber:
         anchors = {a for d in self._detectors for a in d.anchors}
         self._prefixes = frozenset(a[:k] for a in anchors for k in range(1, len(a)))
         """Every proper start of an anchor: a text ending in one may go on into a secret."""
-        self._longest_prefix = max((len(a) - 1 for a in anchors), default=0)
+        ends: dict[str, set[int]] = {}
+        for prefix in self._prefixes:
+            ends.setdefault(prefix[-1], set()).add(len(prefix))
+        self._prefix_ends = {c: tuple(sorted(lengths)) for c, lengths in ends.items()}
+        """The lengths of the starts of anchors ending in each character: a text is checked
+        against only the starts its last character could end."""
         self._monotonic = monotonic
         self._read_at = -math.inf
         self._values: tuple[tuple[str, str], ...] = ()  # (value, name), longest first
@@ -81,11 +86,11 @@ class SecretScrubber:
     # --- the port --------------------------------------------------------------------------
 
     def redact(self, text: str, *, before: str = "") -> str:
-        if not before and len(text) < SHORT:  # the common case: one regex search
+        if len(text) + len(before) < SHORT:  # the common case: one regex search
             quick = self._quick_re
             if quick is None or self._monotonic() - self._read_at >= self._refresh_s:
                 quick = self._quick()
-            if quick.search(text) is None:
+            if quick.search(before + text if before else text) is None:
                 return text
         if before:
             full, offset = before + text, len(before)
@@ -147,9 +152,9 @@ class SecretScrubber:
         if anchors.search(run) is not None:
             return True
         prefixes = self._prefixes
-        if run[-1:] in prefixes:  # the common case: one character
-            return True
-        for k in range(2, min(len(run), self._longest_prefix) + 1):
+        for k in self._prefix_ends.get(run[-1], ()):
+            if k > len(run):
+                break
             if run[-k:] in prefixes:
                 return True
         if run_at:

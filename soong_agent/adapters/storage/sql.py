@@ -8,7 +8,9 @@ They run on a plain `sqlite3` connection with named parameters: importing sqlalc
 recursive walks of the active path, are written by hand (the same test runs them against a
 schema created by `tables.create_schema`).
 
-Inserts take every column, so each parameter row below carries every column.
+Inserts take every column, so each parameter row below carries every column. Messages and
+events are written as `model_dump_json()` would write them, by their serializer directly (half
+the cost for a small event).
 """
 
 from __future__ import annotations
@@ -163,6 +165,7 @@ def run_row(run: RunInfo) -> dict[str, Any]:
 
 def message_rows(session_id: str, batch: list[Message], at: float) -> list[dict[str, Any]]:
     """Parameters of `INSERT_MESSAGE`; the caller has checked that ids are set."""
+    to_json = Message.__pydantic_serializer__.to_json
     return [
         {
             "m_id": m.id,
@@ -170,7 +173,7 @@ def message_rows(session_id: str, batch: list[Message], at: float) -> list[dict[
             "m_pid": m.parent_id,
             "m_role": m.role,
             "m_kind": m.kind,
-            "m_content": m.model_dump_json(),
+            "m_content": to_json(m).decode(),
             "m_at": at,
         }
         for m in batch
@@ -185,7 +188,7 @@ def event_rows(batch: list[RunEvent]) -> list[dict[str, Any]]:
             "session_id": e.session_id,
             "seq": e.seq,
             "type": e.type,
-            "payload": e.model_dump_json(),
+            "payload": e.__pydantic_serializer__.to_json(e).decode(),
             "at": e.at,
         }
         for e in batch

@@ -15,6 +15,7 @@ pydantic JSON of a message or an event, so loading is one `validate_json` per ch
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from typing import Any
 
@@ -165,12 +166,18 @@ def _compile(statement: Any) -> str:
 
 def schema_ddl() -> list[str]:
     """`CREATE TABLE/INDEX IF NOT EXISTS` for every table and index, in dependency order."""
+    return list(_schema_ddl())
+
+
+@functools.cache
+def _schema_ddl() -> tuple[str, ...]:
+    """Compiled once per process (~0.6 ms): a process may create several databases."""
     out: list[str] = []
     for table in METADATA.sorted_tables:
         out.append(_compile(CreateTable(table, if_not_exists=True)).strip())
         for index in sorted(table.indexes, key=lambda i: str(i.name)):
             out.append(_compile(CreateIndex(index, if_not_exists=True)).strip())
-    return out
+    return tuple(out)
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
