@@ -11,6 +11,7 @@ the real adapter (tests/contract):
     Clock           FixedClock               IdGenerator    SequentialIds
     SecretSource    DictSecretSource         ContextSource  StaticContextSource
     SecretRedactor  DictSecretRedactor       CommandSandbox RecordingCommandSandbox
+    McpHub          ScriptedMcpHub (servers declared with ScriptedMcpServer)
     MemoryStore     InMemoryMemoryStore
     SkillSource     InMemorySkillSource
 
@@ -38,6 +39,7 @@ from soong_agent.adapters.inmemory.fakes import (
     StaticContextSource,
 )
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
+from soong_agent.adapters.inmemory.mcp import McpCall, ScriptedMcpHub, ScriptedMcpServer
 from soong_agent.adapters.inmemory.memory import InMemoryMemoryStore
 from soong_agent.adapters.inmemory.ossandbox import RecordingCommandSandbox, SandboxCall
 from soong_agent.adapters.inmemory.process import (
@@ -65,11 +67,14 @@ __all__ = [
     "InMemoryMemoryStore",
     "InMemorySessionStore",
     "InMemorySkillSource",
+    "McpCall",
     "ProcessCall",
     "RecordingApprover",
     "RecordingCommandSandbox",
     "RecordingEventSink",
     "SandboxCall",
+    "ScriptedMcpHub",
+    "ScriptedMcpServer",
     "ScriptedModel",
     "ScriptedPage",
     "ScriptedProcess",

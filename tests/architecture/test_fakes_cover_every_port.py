@@ -17,6 +17,7 @@ import soong_agent.ports
 from soong_agent import testing
 from soong_agent.adapters.approvals.callback import CallbackApprover
 from soong_agent.adapters.approvals.terminal import TerminalApprover
+from soong_agent.adapters.mcp.hub import SdkMcpHub
 from soong_agent.adapters.ossandbox import (
     BubblewrapSandbox,
     LandlockSandbox,
@@ -99,6 +100,7 @@ PORTS: dict[str, Coverage] = {
         (NoSandbox, RefusingSandbox, BubblewrapSandbox, LandlockSandbox),
         "test_os_sandbox_contract.py",
     ),
+    "McpHub": Coverage(testing.ScriptedMcpHub, (SdkMcpHub,), "test_mcp_hub_contract.py"),
     "SkillSource": Coverage(
         testing.InMemorySkillSource, (HomeSkillSource,), "test_skill_source_contract.py"
     ),

@@ -1,0 +1,226 @@
+"""Reads the MCP servers of `${SOONG_AGENT_HOME}/mcp.json` (MCP-1); a project's file is never read.
+
+The file holds `{"mcp_servers": {"<name>": {...}}}`. The key `mcpServers` (Claude Desktop and
+Claude Code files) is accepted too: there `type` may stand for `transport`, and an entry with
+`command` and no transport is a stdio server, one with `url` and no transport an HTTP one.
+
+    transport   "stdio" | "http" (streamable HTTP) | "sse"
+    command     stdio: the program to run (looked up on PATH)
+    args        stdio: its arguments
+    cwd         stdio: its working directory
+    env         stdio: variables given to it, literal values
+    env_from    stdio: names of variables copied from the agent's environment
+    url         http/sse: the endpoint, http:// or https://
+    headers     http/sse: headers sent with every request
+
+Every mistake is a `ConfigError` of one line naming the file, the server and the field
+(`/home/me/.soong-agent/mcp.json: mcp_servers.git.url: …`). Values of `env`, `env_from` and
+`headers` are secrets: no message quotes them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soong_agent.ports.errors import ConfigError
+from soong_agent.ports.mcp import McpServerSpec, Transport
+
+SERVER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+"""What a server may be called: it becomes part of tool names (`mcp__<server>__<tool>`)."""
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+_CLAUDE_IGNORED = frozenset({"description", "timeout", "alwaysAllow", "autoApprove"})
+"""Fields of Claude Desktop / Claude Code / Cline entries that mean nothing here and are
+ignored (under `mcpServers` only). `disabled: true` is honoured: the server is left out."""
+
+_TRANSPORTS: tuple[Transport, ...] = ("stdio", "http", "sse")
+
+
+class _Entry(BaseModel):
+    """One server entry as written; checked further by `_spec`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    transport: str | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    url: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    env_from: list[str] = Field(default_factory=list)
+    headers: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+def load_mcp_servers(home: Path, disabled: Sequence[str] = ()) -> list[McpServerSpec]:
+    """The servers of `home/mcp.json`, in file order, less those named in `disabled`.
+
+    A missing file means no servers. Raises `ConfigError` (one line: file, server, field) for a
+    file that cannot be read, is not JSON, or declares a server wrongly; a name in `env_from`
+    that is not set in the environment is such an error too.
+    """
+    path = home / "mcp.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: cannot be read: it is a directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    return parse_mcp_servers(raw, source=str(path), disabled=disabled, environ=os.environ)
+
+
+def parse_mcp_servers(
+    raw: object,
+    *,
+    source: str,
+    disabled: Sequence[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> list[McpServerSpec]:
+    """The servers of an already parsed `mcp.json` document (`source` names it in errors)."""
+    env_source = os.environ if environ is None else environ
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a JSON object, found {_kind(raw)}")
+    unknown = sorted(set(raw) - {"mcp_servers", "mcpServers"})
+    if unknown:
+        raise ConfigError(
+            f"{source}: {unknown[0]}: unknown key (expected mcp_servers or mcpServers)"
+        )
+    specs: list[McpServerSpec] = []
+    seen: set[str] = set()
+    for key in ("mcp_servers", "mcpServers"):
+        if key not in raw:
+            continue
+        servers = raw[key]
+        if not isinstance(servers, dict):
+            raise ConfigError(
+                f"{source}: {key}: expected an object of servers, found {_kind(servers)}"
+            )
+        for name, entry in servers.items():
+            where = f"{source}: {key}.{name}"
+            if not SERVER_NAME.fullmatch(name):
+                raise ConfigError(
+                    f"{where}: bad server name: use lower-case letters, digits, '_' and '-', "
+                    "starting with a letter or digit"
+                )
+            if name in seen:
+                raise ConfigError(f"{where}: the server is declared twice")
+            seen.add(name)
+            spec = _spec(name, entry, where=where, claude=key == "mcpServers", environ=env_source)
+            if spec is not None and name not in disabled:
+                specs.append(spec)
+    return specs
+
+
+def _spec(
+    name: str, entry: object, *, where: str, claude: bool, environ: Mapping[str, str]
+) -> McpServerSpec | None:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected an object, found {_kind(entry)}")
+    fields = dict(entry)
+    if claude:
+        if fields.pop("disabled", False) is True:
+            return None
+        for ignored in _CLAUDE_IGNORED:
+            fields.pop(ignored, None)
+        if "type" in fields:
+            if "transport" in fields:
+                raise ConfigError(f"{where}.type: give type or transport, not both")
+            fields["transport"] = fields.pop("type")
+    try:
+        parsed = _Entry.model_validate(fields)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}.{_pydantic_line(exc)}") from None
+    transport = _transport(parsed, where=where, implicit=claude)
+    if transport == "stdio":
+        for field_name in ("url", "headers"):
+            if field_name in fields:
+                raise ConfigError(f"{where}.{field_name}: not used by a stdio server")
+        if not parsed.command or not parsed.command.strip():
+            raise ConfigError(f"{where}.command: required for a stdio server")
+        env = dict(parsed.env)
+        for var in parsed.env:
+            if not _ENV_NAME.fullmatch(var):
+                raise ConfigError(f"{where}.env: {var!r} is not a valid variable name")
+        for var in parsed.env_from:
+            if not _ENV_NAME.fullmatch(var):
+                raise ConfigError(f"{where}.env_from: {var!r} is not a valid variable name")
+            if var not in environ:
+                raise ConfigError(f"{where}.env_from: environment variable {var} is not set")
+            env[var] = environ[var]
+        return McpServerSpec(
+            name=name,
+            transport="stdio",
+            command=parsed.command,
+            args=tuple(parsed.args),
+            env=env,
+            cwd=parsed.cwd,
+        )
+    for field_name in ("command", "args", "env", "env_from", "cwd"):
+        if field_name in fields:
+            raise ConfigError(f"{where}.{field_name}: not used by an {transport} server")
+    if not parsed.url:
+        raise ConfigError(f"{where}.url: required for an {transport} server")
+    if not re.match(r"https?://[^/\s]+", parsed.url):
+        raise ConfigError(f"{where}.url: expected an http:// or https:// URL")
+    return McpServerSpec(
+        name=name, transport=transport, url=parsed.url, headers=dict(parsed.headers)
+    )
+
+
+def _transport(entry: _Entry, *, where: str, implicit: bool) -> Transport:
+    given = entry.transport
+    field_name = "transport"
+    if given is None:
+        if implicit and entry.command is not None:
+            return "stdio"
+        if implicit and entry.url is not None:
+            return "http"
+        raise ConfigError(f"{where}.{field_name}: required (one of stdio, http, sse)")
+    if given in ("ws", "websocket"):
+        raise ConfigError(
+            f"{where}.{field_name}: the {given} transport is not supported (use stdio, http or sse)"
+        )
+    for known in _TRANSPORTS:
+        if given == known:
+            return known
+    raise ConfigError(f"{where}.{field_name}: expected one of stdio, http, sse, found {given!r}")
+
+
+def _pydantic_line(exc: ValidationError) -> str:
+    """`field: problem` for the first error, without the input value (it may be a secret)."""
+    error = exc.errors(include_input=False, include_url=False)[0]
+    location = ".".join(str(part) for part in error["loc"])
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"{location}: unknown field"
+    message: str = error["msg"]
+    return f"{location}: {message}"
+
+
+def _kind(value: Any) -> str:
+    names: dict[type, Literal["an object", "an array", "a string", "a number", "a boolean"]] = {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+    }
+    if value is None:
+        return "null"
+    return names.get(type(value), type(value).__name__)

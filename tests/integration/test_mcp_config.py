@@ -1,0 +1,238 @@
+"""`load_mcp_servers`: `${home}/mcp.json` files on disk, both shapes (ours and Claude's), and the
+one-line errors naming file, server and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soong_agent.adapters.mcp import load_mcp_servers
+from soong_agent.ports.errors import ConfigError
+from soong_agent.ports.mcp import McpServerSpec
+
+
+def _write(home: Path, document: Any) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "mcp.json"
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return path
+
+
+def _error(home: Path, document: Any, disabled: tuple[str, ...] = ()) -> str:
+    path = _write(home, document)
+    with pytest.raises(ConfigError) as caught:
+        load_mcp_servers(home, disabled)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    return message[len(f"{path}: ") :]
+
+
+def test_a_missing_file_means_no_servers(tmp_path: Path) -> None:
+    assert load_mcp_servers(tmp_path, []) == []
+
+
+def test_every_field_of_our_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GIT_TOKEN", "from-the-environment")
+    _write(
+        tmp_path,
+        {
+            "mcp_servers": {
+                "git": {
+                    "transport": "stdio",
+                    "command": "uvx",
+                    "args": ["mcp-server-git", "--repository", "."],
+                    "env": {"LOG": "debug"},
+                    "env_from": ["GIT_TOKEN"],
+                    "cwd": "/tmp",
+                },
+                "remote": {
+                    "transport": "http",
+                    "url": "https://example.com/mcp",
+                    "headers": {"Authorization": "Bearer x"},
+                },
+                "events": {"transport": "sse", "url": "http://127.0.0.1:3001/sse"},
+            }
+        },
+    )
+    assert load_mcp_servers(tmp_path, []) == [
+        McpServerSpec(
+            name="git",
+            transport="stdio",
+            command="uvx",
+            args=("mcp-server-git", "--repository", "."),
+            env={"LOG": "debug", "GIT_TOKEN": "from-the-environment"},
+            cwd="/tmp",
+        ),
+        McpServerSpec(
+            name="remote",
+            transport="http",
+            url="https://example.com/mcp",
+            headers={"Authorization": "Bearer x"},
+        ),
+        McpServerSpec(name="events", transport="sse", url="http://127.0.0.1:3001/sse"),
+    ]
+
+
+def test_claude_files_are_read_with_their_defaults(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "mcpServers": {
+                "fs": {"command": "npx", "args": ["-y", "server-fs"], "env": {"A": "1"}},
+                "web": {"url": "https://example.com/mcp"},
+                "old": {"type": "sse", "url": "https://example.com/sse", "headers": {"K": "v"}},
+                "quiet": {"command": "x", "disabled": True},
+                "noted": {"command": "y", "description": "ignored", "alwaysAllow": ["t"]},
+            }
+        },
+    )
+    specs = load_mcp_servers(tmp_path, [])
+    assert [(s.name, s.transport) for s in specs] == [
+        ("fs", "stdio"),
+        ("web", "http"),
+        ("old", "sse"),
+        ("noted", "stdio"),
+    ]
+    assert specs[0].args == ("-y", "server-fs")
+    assert specs[2].headers == {"K": "v"}
+
+
+def test_disabled_servers_are_left_out(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "mcp_servers": {
+                "a": {"transport": "stdio", "command": "a"},
+                "b": {"transport": "stdio", "command": "b"},
+            }
+        },
+    )
+    assert [s.name for s in load_mcp_servers(tmp_path, ["a", "zzz"])] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        (
+            "{",
+            "not valid JSON at line 1, column 2: Expecting property name enclosed in double quotes",
+        ),
+        ([], "expected a JSON object, found an array"),
+        ({"servers": {}}, "servers: unknown key (expected mcp_servers or mcpServers)"),
+        ({"mcp_servers": []}, "mcp_servers: expected an object of servers, found an array"),
+        ({"mcp_servers": {"Git": {"command": "x"}}}, "mcp_servers.Git: bad server name"),
+        ({"mcp_servers": {"git": "x"}}, "mcp_servers.git: expected an object, found a string"),
+        (
+            {"mcp_servers": {"git": {"command": "x"}}},
+            "mcp_servers.git.transport: required (one of stdio, http, sse)",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "ws", "url": "ws://x"}}},
+            "mcp_servers.git.transport: the ws transport is not supported (use stdio, http or sse)",
+        ),
+        (
+            {"mcpServers": {"git": {"type": "ws", "url": "ws://x"}}},
+            "mcpServers.git.transport: the ws transport is not supported (use stdio, http or sse)",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "grpc"}}},
+            "mcp_servers.git.transport: expected one of stdio, http, sse, found 'grpc'",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "stdio"}}},
+            "mcp_servers.git.command: required for a stdio server",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "stdio", "command": "x", "url": "http://a"}}},
+            "mcp_servers.git.url: not used by a stdio server",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "http"}}},
+            "mcp_servers.git.url: required for an http server",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "sse", "url": "ftp://example.com"}}},
+            "mcp_servers.git.url: expected an http:// or https:// URL",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "http", "url": "http://a", "command": "x"}}},
+            "mcp_servers.git.command: not used by an http server",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "stdio", "command": "x", "port": 1}}},
+            "mcp_servers.git.port: unknown field",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "stdio", "command": "x", "args": "a b"}}},
+            "mcp_servers.git.args: Input should be a valid list",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "stdio", "command": "x", "env": {"A": 1}}}},
+            "mcp_servers.git.env.A: Input should be a valid string",
+        ),
+        (
+            {"mcp_servers": {"git": {"transport": "stdio", "command": "x", "env": {"A-B": "1"}}}},
+            "mcp_servers.git.env: 'A-B' is not a valid variable name",
+        ),
+        (
+            {"mcpServers": {"git": {"type": "stdio", "transport": "stdio", "command": "x"}}},
+            "mcpServers.git.type: give type or transport, not both",
+        ),
+        (
+            {"mcp_servers": {"git": {"command": "x", "description": "d"}}},
+            "mcp_servers.git.description: unknown field",
+        ),
+        (
+            {
+                "mcp_servers": {"a": {"transport": "stdio", "command": "x"}},
+                "mcpServers": {"a": {"command": "y"}},
+            },
+            "mcpServers.a: the server is declared twice",
+        ),
+    ],
+)
+def test_mistakes_are_one_line_naming_file_server_and_field(
+    tmp_path: Path, document: Any, expected: str
+) -> None:
+    assert _error(tmp_path, document).startswith(expected)
+
+
+def test_env_from_names_the_missing_variable_and_no_value_is_quoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SOONG_TEST_MISSING_VAR", raising=False)
+    document = {
+        "mcp_servers": {
+            "git": {
+                "transport": "stdio",
+                "command": "x",
+                "env": {"TOKEN": "literal-secret-1234"},
+                "env_from": ["SOONG_TEST_MISSING_VAR"],
+            }
+        }
+    }
+    message = _error(tmp_path, document)
+    assert message == (
+        "mcp_servers.git.env_from: environment variable SOONG_TEST_MISSING_VAR is not set"
+    )
+    wrong_type = {
+        "mcp_servers": {"git": {"transport": "http", "url": "http://a", "headers": {"K": 12345678}}}
+    }
+    assert "12345678" not in _error(tmp_path, wrong_type)
+
+
+def test_only_the_home_file_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    _write(project, {"mcp_servers": {"evil": {"transport": "stdio", "command": "rm"}}})
+    monkeypatch.chdir(project)
+    assert load_mcp_servers(tmp_path / "home", []) == []
+
+
+def test_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "mcp.json").mkdir()
+    with pytest.raises(ConfigError, match=r"mcp.json: cannot be read: it is a directory$"):
+        load_mcp_servers(tmp_path, [])
