@@ -12,14 +12,19 @@ from typing import TYPE_CHECKING, Any
 from soong_agent.adapters.mcp.config import load_mcp_servers, parse_mcp_servers
 
 if TYPE_CHECKING:
-    from soong_agent.adapters.mcp.hub import RestartPolicy, SdkMcpHub
+    from soong_agent.adapters.mcp.hub import SdkMcpHub
+    from soong_agent.adapters.mcp.state import RestartPolicy
 
 __all__ = ["RestartPolicy", "SdkMcpHub", "load_mcp_servers", "parse_mcp_servers"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("SdkMcpHub", "RestartPolicy"):
-        from soong_agent.adapters.mcp import hub
+    if name == "SdkMcpHub":
+        from soong_agent.adapters.mcp.hub import SdkMcpHub
 
-        return getattr(hub, name)
+        return SdkMcpHub
+    if name == "RestartPolicy":
+        from soong_agent.adapters.mcp.state import RestartPolicy
+
+        return RestartPolicy
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,10 @@ What is guaranteed:
 - `aclose()` stops every server (stdin closed, then the process group signalled, as the SDK
   does; a group still there afterwards is killed) and leaves no process behind;
 - no value of a spec's `env` or `headers` appears in an error message or a health detail.
+
+The module is longer than 400 lines because one server's life (start, serve, end, classify,
+restart) is one state machine over shared state; `state.py` holds that state and `failures.py`
+reads the SDK's exceptions, so what is left here is the machine and the port it serves.
 """
 
 from __future__ import annotations
@@ -33,11 +37,10 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from functools import partial
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -46,13 +49,12 @@ import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
 
-from soong_agent.adapters.mcp import convert
+from soong_agent.adapters.mcp import convert, failures
 from soong_agent.adapters.mcp.cache import DiscoveryCache
+from soong_agent.adapters.mcp.state import RestartPolicy, RunEnd, ServerSlot, tools_detail
 from soong_agent.adapters.mcp.stdio import ProcessWatch, exit_text, missing_command, open_stdio
-from soong_agent.adapters.mcp.text import Scrubber, one_line, safe_url
+from soong_agent.adapters.mcp.text import one_line, safe_url
 from soong_agent.ports.mcp import (
     HealthListener,
     McpCallResult,
@@ -73,69 +75,6 @@ _CLOSE_TIMEOUT_S = 10.0
 _PAGE_LIMIT = 100
 _HTTP_TIMEOUT_S = 30.0
 _HTTP_READ_TIMEOUT_S = 300.0
-_SETTLED: frozenset[ServerState] = frozenset({"ready", "failed", "stopped"})
-
-
-@dataclass(frozen=True, slots=True)
-class RestartPolicy:
-    """How a server that was ready and stopped is started again: at most `max_attempts` times in
-    a row, the first after `initial_backoff_s`, each next wait doubled (up to `max_backoff_s`).
-    A server that had been ready for `healthy_after_s` before it stopped counts from zero."""
-
-    max_attempts: int = 3
-    initial_backoff_s: float = 0.5
-    max_backoff_s: float = 30.0
-    healthy_after_s: float = 60.0
-
-    def backoff_s(self, attempt: int) -> float:
-        """The wait before restart number `attempt` (1-based)."""
-        return float(min(self.max_backoff_s, self.initial_backoff_s * 2 ** (attempt - 1)))
-
-
-@dataclass(frozen=True, slots=True)
-class _End:
-    """Why one run of a server ended (`reason` is for people, before scrubbing)."""
-
-    kind: Literal["stopped", "exited", "garbage", "timeout", "error"]
-    reason: str
-    exit_code: int | None = None
-
-
-class _Server:
-    """One configured server's state; read and written on the event loop only."""
-
-    def __init__(self, spec: McpServerSpec) -> None:
-        self.spec = spec
-        self.scrub = Scrubber.for_spec(spec)
-        self.health = ServerHealth(spec.name, "stopped", spec.transport, detail="not started")
-        self.tools: tuple[McpTool, ...] | None = None
-        self.from_cache = False
-        self.has_resources = False
-        self.version: str | None = None
-        self.session: ClientSession | None = None
-        self.scope: anyio.CancelScope | None = None
-        self.end: _End | None = None
-        self.run_no = 0
-        self.ready = False
-        self.ever_ready = False
-        self.ready_at = 0.0
-        self.phase = "start"
-        self.watch: ProcessWatch | None = None
-        self.task: asyncio.Task[None] | None = None
-        self.stopping = False
-        self.changed: anyio.Event | None = None
-        self.stop_event: anyio.Event | None = None
-        self.refresh: anyio.Event | None = None
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def tail(self) -> tuple[str, ...]:
-        """The last stderr lines of the latest run (stdio only), scrubbed."""
-        if self.watch is None:
-            return ()
-        return tuple(self.scrub(line) for line in self.watch.lines)
 
 
 class SdkMcpHub:
@@ -164,7 +103,7 @@ class SdkMcpHub:
         duplicated = sorted({name for name in names if names.count(name) > 1})
         if duplicated:
             raise ValueError(f"mcp servers declared twice: {', '.join(duplicated)}")
-        self._servers = {spec.name: _Server(spec) for spec in specs}
+        self._servers = {spec.name: ServerSlot(spec) for spec in specs}
         self._order = tuple(names)
         self._startup_timeout_s = startup_timeout_s
         self._call_timeout_s = call_timeout_s
@@ -209,7 +148,7 @@ class SdkMcpHub:
                 srv.has_resources = cached.has_resources
                 srv.version = cached.version
                 self._generation += 1
-            self._set(srv, "starting", detail=_starting_detail(srv))
+            self._set(srv, "starting", detail=srv.starting_detail())
             srv.task = loop.create_task(self._run(srv), name=f"mcp-server-{srv.name}")
 
     async def wait_ready(self, timeout_s: float) -> None:
@@ -218,7 +157,7 @@ class SdkMcpHub:
         with anyio.move_on_after(timeout_s):
             while True:
                 changed = self._changed
-                if changed is None or all(_settled(srv) for srv in self._servers.values()):
+                if changed is None or all(srv.settled() for srv in self._servers.values()):
                     return
                 await changed.wait()
 
@@ -316,9 +255,9 @@ class SdkMcpHub:
             srv.stopping = True
             if srv.stop_event is not None:
                 srv.stop_event.set()
-            self._end_run(srv, _End("stopped", "stopped"))
+            self._end_run(srv, RunEnd("stopped", "stopped"))
         tasks = {srv.task: srv for srv in self._servers.values() if srv.task is not None}
-        stuck: list[_Server] = []
+        stuck: list[ServerSlot] = []
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=_CLOSE_TIMEOUT_S)
             for task in pending:
@@ -338,7 +277,7 @@ class SdkMcpHub:
 
     # --- one server's life ---------------------------------------------------------------------
 
-    async def _run(self, srv: _Server) -> None:
+    async def _run(self, srv: ServerSlot) -> None:
         try:
             async with anyio.create_task_group() as helpers:
                 try:
@@ -353,7 +292,7 @@ class SdkMcpHub:
             if srv.stopping and srv.health.state not in ("stopped", "failed"):
                 self._set(srv, "stopped", detail="stopped")
 
-    async def _supervise(self, srv: _Server, helpers: anyio.abc.TaskGroup) -> None:
+    async def _supervise(self, srv: ServerSlot, helpers: anyio.abc.TaskGroup) -> None:
         restarts = 0
         policy = self._restart
         while not srv.stopping:
@@ -391,7 +330,9 @@ class SdkMcpHub:
                 with anyio.move_on_after(backoff):
                     await srv.stop_event.wait()
 
-    async def _run_once(self, srv: _Server, helpers: anyio.abc.TaskGroup) -> tuple[_End, float]:
+    async def _run_once(
+        self, srv: ServerSlot, helpers: anyio.abc.TaskGroup
+    ) -> tuple[RunEnd, float]:
         """One run: connect, initialise, list the tools, then serve until the run is ended.
         Returns why it ended and how long it was ready."""
         srv.run_no += 1
@@ -403,12 +344,12 @@ class SdkMcpHub:
             problem = missing_command(srv.spec)
             if problem is not None:
                 srv.watch = None
-                return _End("error", problem), 0.0
+                return RunEnd("error", problem), 0.0
             watch = ProcessWatch(keep=self._stderr_lines)
             watch.on_exit = partial(self._on_exit, srv, watch)
         srv.watch = watch
         if srv.health.state != "starting":
-            self._set(srv, "starting", detail=_starting_detail(srv))
+            self._set(srv, "starting", detail=srv.starting_detail())
         started = anyio.current_time()
         helpers.start_soon(self._watchdog, srv, srv.run_no)
         error: BaseException | None = None
@@ -435,7 +376,7 @@ class SdkMcpHub:
                     self._became_ready(srv, session, init, listing, started)
                     await self._serve(srv, session)
             except BaseException as exc:  # an SDK task group may wrap anything with the cancel
-                error = _without_cancellation(exc)
+                error = failures.without_cancellation(exc)
             finally:
                 srv.session = None
                 srv.scope = None
@@ -443,16 +384,20 @@ class SdkMcpHub:
             with anyio.move_on_after(_READER_DRAIN_S):
                 await watch.done.wait()
         ran_s = anyio.current_time() - srv.ready_at if srv.ready else 0.0
-        end = srv.end or self._classify(srv, error)
+        end = srv.end or (
+            RunEnd("stopped", "stopped")
+            if srv.stopping
+            else failures.start_failure(srv.spec, srv.phase, ready=srv.ready, error=error)
+        )
         if end.kind == "exited" and watch is not None and watch.exited:
             reason = exit_text(watch.exit_code) + ("" if srv.ready else " during start-up")
-            end = _End("exited", reason, watch.exit_code)
+            end = RunEnd("exited", reason, watch.exit_code)
         srv.ready = False
         return end, ran_s
 
     async def _connect(
         self,
-        srv: _Server,
+        srv: ServerSlot,
         stack: AsyncExitStack,
         helpers: anyio.abc.TaskGroup,
         watch: ProcessWatch | None,
@@ -486,7 +431,7 @@ class SdkMcpHub:
         )
         return read, write
 
-    async def _watchdog(self, srv: _Server, run_no: int) -> None:
+    async def _watchdog(self, srv: ServerSlot, run_no: int) -> None:
         """End run `run_no` when it is not ready within the start-up timeout."""
         await anyio.sleep(self._startup_timeout_s)
         if srv.run_no == run_no and not srv.ready and srv.end is None:
@@ -496,9 +441,9 @@ class SdkMcpHub:
                 if what
                 else f"no answer to {srv.phase} within {self._startup_timeout_s:g} s"
             )
-            self._end_run(srv, _End("timeout", reason))
+            self._end_run(srv, RunEnd("timeout", reason))
 
-    async def _serve(self, srv: _Server, session: ClientSession) -> None:
+    async def _serve(self, srv: ServerSlot, session: ClientSession) -> None:
         """Keep the session open; fetch the tool list again whenever the server says it changed."""
         while True:
             if srv.refresh is None:
@@ -509,28 +454,28 @@ class SdkMcpHub:
                 with anyio.fail_after(self._call_timeout_s):
                     listing = await _list_tools(session)
             except Exception as exc:
-                if _closed(exc):
-                    self._end_run(srv, _End("exited", "closed the connection"))
+                if failures.is_closed(exc):
+                    self._end_run(srv, RunEnd("exited", "closed the connection"))
                 else:
                     log.warning(
                         "mcp server %r: its changed tool list could not be fetched: %s",
                         srv.name,
-                        srv.scrub(_describe(exc)),
+                        srv.scrub(failures.describe(exc)),
                     )
                 continue
             srv.tools = tuple(convert.tool(srv.name, item) for item in listing)
             self._generation += 1
             self._save_cache(srv)
-            self._set(srv, "ready", detail=_tools_detail(srv.tools))
+            self._set(srv, "ready", detail=tools_detail(srv.tools))
 
-    async def _on_message(self, srv: _Server, message: IncomingMessage) -> None:
+    async def _on_message(self, srv: ServerSlot, message: IncomingMessage) -> None:
         """What the session hands over: notifications, and transport faults as exceptions."""
         if isinstance(message, Exception):
             if srv.spec.transport == "stdio":
-                garbage = _garbage(message)
+                garbage = failures.garbage(message)
                 if not srv.ready:
                     self._end_run(
-                        srv, _End("garbage", f"wrote garbage on stdout (not JSON-RPC): {garbage}")
+                        srv, RunEnd("garbage", f"wrote garbage on stdout (not JSON-RPC): {garbage}")
                     )
                 else:
                     log.warning(
@@ -539,22 +484,24 @@ class SdkMcpHub:
                         srv.scrub(garbage),
                     )
             elif not srv.ready:
-                reason = f"cannot reach {safe_url(srv.spec.url)}: {_describe(message)}"
-                self._end_run(srv, _End("error", reason))
+                reason = f"cannot reach {safe_url(srv.spec.url)}: {failures.describe(message)}"
+                self._end_run(srv, RunEnd("error", reason))
             else:
                 log.warning(
-                    "mcp server %r: transport error: %s", srv.name, srv.scrub(_describe(message))
+                    "mcp server %r: transport error: %s",
+                    srv.name,
+                    srv.scrub(failures.describe(message)),
                 )
             return
         if isinstance(message, types.ToolListChangedNotification) and srv.refresh is not None:
             srv.refresh.set()
 
-    def _on_exit(self, srv: _Server, watch: ProcessWatch, code: int | None) -> None:
+    def _on_exit(self, srv: ServerSlot, watch: ProcessWatch, code: int | None) -> None:
         if srv.watch is watch and not srv.stopping:
             reason = exit_text(code) + ("" if srv.ready else " during start-up")
-            self._end_run(srv, _End("exited", reason, code))
+            self._end_run(srv, RunEnd("exited", reason, code))
 
-    def _end_run(self, srv: _Server, end: _End) -> None:
+    def _end_run(self, srv: ServerSlot, end: RunEnd) -> None:
         """End the current run for `end` (the first reason wins). A stdio server that hung,
         wrote garbage, or is stopped before it was ready is killed at once: a graceful shutdown
         (stdin closed, up to 2 s for it to exit) is kept for servers that were ready."""
@@ -569,7 +516,7 @@ class SdkMcpHub:
 
     def _became_ready(
         self,
-        srv: _Server,
+        srv: ServerSlot,
         session: ClientSession,
         init: types.InitializeResult,
         listing: Sequence[types.Tool],
@@ -585,41 +532,18 @@ class SdkMcpHub:
         srv.version = init.server_info.version if init.server_info is not None else None
         self._generation += 1
         self._save_cache(srv)
-        self._set(srv, "ready", detail=_tools_detail(srv.tools), startup_ms=(now - started) * 1000)
-
-    def _classify(self, srv: _Server, error: BaseException | None) -> _End:
-        """Why a run ended that nobody ended on purpose: from the exception it ended with."""
-        if srv.stopping:
-            return _End("stopped", "stopped")
-        during = "" if srv.ready else " during start-up"
-        if error is None:
-            return _End("exited", f"closed the connection{during}")
-        leaves = _leaves(error)
-        if any(_closed(leaf) for leaf in leaves):
-            return _End("exited", f"closed the connection{during}")
-        for leaf in leaves:
-            if isinstance(leaf, MCPError):
-                return _End("error", f"{srv.phase} failed: {leaf.message} (error {leaf.code})")
-            if isinstance(leaf, ValidationError):
-                return _End("error", f"answered {srv.phase} with something that is not MCP")
-            if isinstance(leaf, httpx2.HTTPError) or (
-                isinstance(leaf, OSError) and srv.spec.transport != "stdio"
-            ):
-                return _End("error", f"cannot reach {safe_url(srv.spec.url)}: {_describe(leaf)}")
-            if isinstance(leaf, OSError):
-                return _End("error", f"cannot start {srv.spec.command}: {_describe(leaf)}")
-        return _End("error", f"{srv.phase} failed: {_describe(leaves[0])}")
+        self._set(srv, "ready", detail=tools_detail(srv.tools), startup_ms=(now - started) * 1000)
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _get(self, server: str) -> _Server:
+    def _get(self, server: str) -> ServerSlot:
         srv = self._servers.get(server)
         if srv is None:
             known = ", ".join(self._order) or "none"
             raise McpError(f"no mcp server {server!r} (servers: {known})")
         return srv
 
-    async def _session(self, srv: _Server, what: str) -> ClientSession:
+    async def _session(self, srv: ServerSlot, what: str) -> ClientSession:
         """The server's session once it is ready; waits while it is starting (up to the start-up
         timeout); `McpError` at once when it is down."""
         deadline = anyio.current_time() + self._startup_timeout_s
@@ -628,7 +552,7 @@ class SdkMcpHub:
             if state == "ready" and srv.session is not None:
                 return srv.session
             if state != "starting" or srv.changed is None:
-                raise McpError(f"cannot {what}: {_down(srv)}")
+                raise McpError(f"cannot {what}: {srv.down()}")
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 raise McpError(
@@ -639,45 +563,28 @@ class SdkMcpHub:
                 await srv.changed.wait()
 
     def _request_error(
-        self, srv: _Server, session: ClientSession, what: str, exc: Exception, timeout_s: float
+        self, srv: ServerSlot, session: ClientSession, what: str, exc: Exception, timeout_s: float
     ) -> McpError:
         log.debug("mcp server %r: %s failed", srv.name, what, exc_info=exc)
-        name = srv.name
-        leaves = _leaves(exc)
-        message = f"mcp server {name!r}: {what} failed: {_describe(leaves[0])}"
-        for leaf in leaves:
-            if isinstance(leaf, TimeoutError) or (
-                isinstance(leaf, MCPError) and leaf.code == types.REQUEST_TIMEOUT
-            ):
-                message = f"mcp server {name!r}: {what} did not finish within {timeout_s:g} s"
-                break
-            if _closed(leaf):
-                if srv.session is session:
-                    self._end_run(srv, _End("exited", "closed the connection"))
-                message = f"mcp server {name!r} stopped during {what} (the connection closed)"
-                break
-            if isinstance(leaf, MCPError):
-                message = f"mcp server {name!r}: {what} failed: {leaf.message} (error {leaf.code})"
-                break
-            if isinstance(leaf, ValidationError):
-                message = f"mcp server {name!r} answered {what} with something that is not MCP"
-                break
+        kind, message = failures.request_failure(srv.name, what, exc, timeout_s)
+        if kind == "closed" and srv.session is session:
+            self._end_run(srv, RunEnd("exited", "closed the connection"))
         return McpError(one_line(srv.scrub(message)))
 
-    def _fail(self, srv: _Server, detail: str, **fields: Any) -> None:
+    def _fail(self, srv: ServerSlot, detail: str, **fields: Any) -> None:
         if srv.tools is not None:
             self._generation += 1
         srv.tools = None
         srv.from_cache = False
         self._set(srv, "failed", detail=detail, **fields)
 
-    def _save_cache(self, srv: _Server) -> None:
+    def _save_cache(self, srv: ServerSlot) -> None:
         if srv.tools is not None:
             self._cache.save(
                 srv.spec, srv.tools, has_resources=srv.has_resources, version=srv.version
             )
 
-    def _set(self, srv: _Server, state: ServerState, *, detail: str = "", **fields: Any) -> None:
+    def _set(self, srv: ServerSlot, state: ServerState, *, detail: str = "", **fields: Any) -> None:
         """Record `srv`'s new health (scrubbed, one line) and tell everyone waiting."""
         tail = fields.pop("stderr_tail", ())
         known = srv.tools is not None and state not in ("failed", "stopped")
@@ -717,72 +624,6 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         if not cursor:
             return found
     raise RuntimeError(f"tools/list went on for more than {_PAGE_LIMIT} pages")
-
-
-def _settled(srv: _Server) -> bool:
-    return srv.health.state in _SETTLED or srv.tools is not None
-
-
-def _starting_detail(srv: _Server) -> str:
-    if srv.tools is not None and srv.from_cache:
-        return f"starting; {_tools_detail(srv.tools)} from the discovery cache"
-    return "starting"
-
-
-def _tools_detail(tools: Sequence[McpTool]) -> str:
-    return f"{len(tools)} tool" + ("" if len(tools) == 1 else "s")
-
-
-def _down(srv: _Server) -> str:
-    health = srv.health
-    name = srv.name
-    if health.state == "stopped":
-        started = health.detail != "not started"
-        return f"mcp server {name!r} is {'stopped' if started else 'not started'}"
-    if health.state == "restarting":
-        return f"mcp server {name!r} is restarting after a crash ({health.detail})"
-    return f"mcp server {name!r} {health.state}: {health.detail}"
-
-
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """The exceptions inside (nested) exception groups, in order; `exc` itself otherwise."""
-    if isinstance(exc, BaseExceptionGroup):
-        found: list[BaseException] = []
-        for inner in exc.exceptions:
-            found.extend(_leaves(inner))
-        return found or [exc]
-    return [exc]
-
-
-def _without_cancellation(exc: BaseException) -> BaseException:
-    """`exc` less anyio's cancellation; re-raises a pure cancellation (or KeyboardInterrupt …)."""
-    cancelled = anyio.get_cancelled_exc_class()
-    if isinstance(exc, BaseExceptionGroup):
-        _, rest = exc.split(cancelled)
-        if rest is None:
-            raise exc
-        return rest
-    if isinstance(exc, Exception):
-        return exc
-    raise exc
-
-
-def _closed(exc: BaseException) -> bool:
-    return isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _garbage(exc: Exception) -> str:
-    """What a server wrote that is not JSON-RPC, as far as the SDK's parse error tells."""
-    if isinstance(exc, ValidationError):
-        errors = exc.errors(include_url=False)
-        if errors and isinstance(errors[0].get("input"), str):
-            return repr(one_line(errors[0]["input"], 120))
-    return one_line(_describe(exc), 160)
 
 
 def _our_version() -> str:
