@@ -68,6 +68,21 @@ from soong_agent.ports.mcp import (
 
 log = logging.getLogger(__name__)
 
+
+class _ParseErrorFilter(logging.Filter):
+    """Drops the SDK's own report of a stdout line that is not JSON-RPC: it is logged with a
+    traceback quoting the line unscrubbed, while the hub reports it (scrubbed) as the server's
+    health or a warning of its own."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "Failed to parse JSONRPC message from server"
+
+
+def _install_parse_error_filter() -> None:
+    sdk_logger = logging.getLogger("mcp.client.stdio")
+    if not any(isinstance(item, _ParseErrorFilter) for item in sdk_logger.filters):
+        sdk_logger.addFilter(_ParseErrorFilter())
+
 CALL_GRACE_S = 2.0
 """How long past a request's own timeout the hub waits for the SDK to give up on it."""
 _READER_DRAIN_S = 1.0
@@ -114,6 +129,7 @@ class SdkMcpHub:
         self._listeners: list[HealthListener] = []
         self._changed: anyio.Event | None = None
         self._client_info = types.Implementation(name="soong-agent", version=_our_version())
+        _install_parse_error_filter()
 
     # --- the port ------------------------------------------------------------------------------
 
