@@ -307,3 +307,33 @@ async def test_aclose_stops_everything(kit: Kit) -> None:
     assert hub.generation > generation
     with pytest.raises(McpError, match="'plain' is stopped"):
         await hub.call_tool("plain", "ping", {}, timeout_s=1)
+
+
+async def test_the_fake_plays_crashes_and_list_changes_it_is_told() -> None:
+    hub = ScriptedMcpHub([ScriptedMcpServer("git", tools=["git_status"])])
+    heard: list[ServerHealth] = []
+    hub.add_listener(heard.append)
+    hub.start()
+    await hub.wait_ready(1)
+    hub.set_state("git", "crashed", "exited with code 7", exit_code=7)
+    hub.set_state("git", "restarting", "restart 1 of 3 in 0.5 s", attempt=1, backoff_s=0.5)
+    assert [t.name for t in hub.tools()] == ["git_status"]  # kept while it restarts, as for real
+    with pytest.raises(McpError, match="'git' is restarting after a crash"):
+        await hub.call_tool("git", "git_status", {}, timeout_s=1)
+    hub.set_state("git", "ready", "1 tool")
+    generation = hub.generation
+    hub.set_tools("git", ["git_status", "git_log"])
+    assert hub.generation > generation
+    assert (await hub.call_tool("git", "git_log", {}, timeout_s=1)).content[0].text == "git_log: ok"
+    assert [c.tool for c in hub.calls] == ["git_log"]  # the refused call never reached it
+    assert [h.state for h in heard] == [
+        "starting",
+        "ready",
+        "crashed",
+        "restarting",
+        "ready",
+        "ready",
+    ]
+    assert heard[2].exit_code == 7 and heard[-1].tool_count == 2
+    await hub.aclose()
+    assert hub.closed

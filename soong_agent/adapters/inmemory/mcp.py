@@ -78,7 +78,8 @@ class McpCall:
 
 
 class ScriptedMcpHub:
-    """`McpHub` from declared servers; every call is recorded in `calls`."""
+    """`McpHub` from declared servers; every call that reached a ready server is recorded in
+    `calls` (one refused because the server is unknown or down is not)."""
 
     def __init__(
         self, servers: Sequence[ScriptedMcpServer] = (), *, startup_timeout_s: float = 10.0
