@@ -18,6 +18,7 @@ from soong_agent import testing
 from soong_agent.adapters.approvals.callback import CallbackApprover
 from soong_agent.adapters.approvals.terminal import TerminalApprover
 from soong_agent.adapters.mcp.hub import SdkMcpHub
+from soong_agent.adapters.memory import FileMemoryStore
 from soong_agent.adapters.ossandbox import (
     BubblewrapSandbox,
     LandlockSandbox,
@@ -101,6 +102,9 @@ PORTS: dict[str, Coverage] = {
         "test_os_sandbox_contract.py",
     ),
     "McpHub": Coverage(testing.ScriptedMcpHub, (SdkMcpHub,), "test_mcp_hub_contract.py"),
+    "MemoryStore": Coverage(
+        testing.InMemoryMemoryStore, (FileMemoryStore,), "test_memory_store_contract.py"
+    ),
     "SkillSource": Coverage(
         testing.InMemorySkillSource, (HomeSkillSource,), "test_skill_source_contract.py"
     ),

@@ -149,13 +149,13 @@ class InMemoryMemoryStore:
 
     def _write_index(self) -> bool:
         check_path(INDEX_FILE)
-        text = render_index(self.catalogue_entries())
+        text = render_index(self._entries())
         if text == self.index_text:
             return False
         self.index_text = text
         return True
 
-    def catalogue_entries(self) -> list[MemoryEntry]:
+    def _entries(self) -> list[MemoryEntry]:
         """The entries the index lists (without running the first-use repair)."""
         seen: set[str] = set()
         entries = []
