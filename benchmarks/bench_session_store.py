@@ -319,7 +319,8 @@ async def measure_load(db: Path, leaf: str, tail: int, repeats: int) -> None:
         (by_floor_on_worker, "  the same floor on a worker thread (the store's model)"),
         (by_walk_on_worker, "  raw sqlite3 + the store's path walk, on a worker thread"),
     ):
-        note = "  (target <= 1.2x)" if load is by_floor else ""
+        verdict = "ok" if store_ms <= 1.2 * med[load] else "OVER"
+        note = f"  (target <= 1.2x: {verdict})" if load is by_floor else ""
         print(f"  {label:62s} {med[load]:6.1f} ms   store/this {store_ms / med[load]:.2f}x{note}")
     s = time.perf_counter()
     full = await store.active_path("long-session")
