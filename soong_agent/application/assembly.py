@@ -8,13 +8,15 @@ and so will sub-agent, fork and worker runs: they differ only in the `RunSpec` t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import ContextWindow
 from soong_agent.application.hooks import HookContext, HookPipeline, RunHooks
 from soong_agent.application.loop import AgentLoop, LoopSettings
+from soong_agent.application.mcp_run import McpRunLink
+from soong_agent.application.mcp_tools import McpTools, RunTools
 from soong_agent.application.permission_gate import PermissionGate
 from soong_agent.application.recorder import RunRecorder, redacting_artifacts
 from soong_agent.application.run_handle import Run
@@ -22,21 +24,30 @@ from soong_agent.application.summarizer import Summarizer, tools_text
 from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
 from soong_agent.application.tools.compact import compact_tool
+from soong_agent.application.tools.skills import skills_catalogue_text
 from soong_agent.domain.budget import ContextBudget, compute_budget
-from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
+from soong_agent.domain.config.schema import (
+    CompactConfig,
+    ContextConfig,
+    McpToolsConfig,
+    PermissionsConfig,
+)
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.prompt import assemble_system_prompt
 from soong_agent.domain.run_limits import RunLimits
+from soong_agent.domain.skills import DEFAULT_CATALOGUE_TOKENS
 from soong_agent.domain.token_estimate import ProviderCalibration
 from soong_agent.ports.approval import Approver
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError, UsageError
 from soong_agent.ports.filesystem import FileSystem
+from soong_agent.ports.mcp import McpHub
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ModelProvider, SystemPart, ToolChoice
 from soong_agent.ports.prompt import ContextSource
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalyzer
+from soong_agent.ports.skills import SkillSource
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
 
@@ -61,6 +72,10 @@ class RunPorts:
     """Scrubs secrets out of what is stored and shown (CFG-6); None: nothing is scrubbed."""
     hooks: HookPipeline | None = None
     """The user's hooks (HOOK-1), fired the same way for every run; None: no hooks."""
+    mcp: McpHub | None = None
+    """The runtime's MCP servers (MCP-1); None: none configured."""
+    skills: SkillSource | None = None
+    """The home's skills (SKILL-1): their catalogue joins the prompt of runs with load_skill."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +92,9 @@ class RunPolicies:
     cancel_timeout_s: float = 10.0
     max_stop_continuations: int = 3
     """How often `stop` hooks may make one run go on (`hooks.max_stop_continuations`)."""
+    mcp: McpToolsConfig = dataclasses.field(default_factory=McpToolsConfig)
+    defer_threshold: int = 15
+    """Past this many tools in all, MCP tools are deferred behind `tool_search`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +154,17 @@ class RunAssembler:
         """The spec's tools plus the run's own `compact` tool."""
         return ToolRegistry([*spec.tools.tools(), compact_tool(compaction.request)])
 
-    def system_prompt(self, tools: ToolRegistry) -> list[SystemPart]:
-        """The system prompt of a run with these tools (PROMPT-1)."""
+    def system_prompt(self, tools: ToolRegistry | RunTools) -> list[SystemPart]:
+        """The system prompt of a run with these tools (PROMPT-1); deferred MCP tools are
+        listed by name and one line."""
+        registry = tools.registry if isinstance(tools, RunTools) else tools
+        skills = self.ports.skills
+        catalogue = ""
+        if skills is not None and registry.get("load_skill") is not None:
+            catalogue = skills_catalogue_text(skills, DEFAULT_CATALOGUE_TOKENS)
         return assemble_system_prompt(
-            tools=tools.specs(),
+            skills=catalogue,
+            tools=tools.catalogue() if isinstance(tools, RunTools) else tools.specs(),
             instructions=self.ports.context.instructions(),
             environment=self.ports.context.environment(),
         )
@@ -175,15 +200,18 @@ class RunAssembler:
         run_info: RunInfo,
         history: list[Message],
         grants: SessionGrants,
+        mcp_loaded: Iterable[str] = (),
     ) -> AssembledRun:
         """The loop of one run and everything it works with; nothing is written yet.
 
+        `mcp_loaded`: deferred MCP tools the session loaded before (`mcp_tools.loaded_in`).
         Raises ConfigError when the model's window cannot hold this run's system prompt.
         """
         ports, policies = self.ports, self.policies
         compaction = CompactionRequests()
         tools = self.tools_of(spec, compaction)
-        system = self.system_prompt(tools)
+        run_tools, link = self._mcp(tools, mcp_loaded)
+        system = self.system_prompt(run_tools or tools)
         context = self._context_window(system, tools, session.id)
         context.measure(history)  # a window that cannot work fails here, before any write
         run = Run(
@@ -222,6 +250,9 @@ class RunAssembler:
             compaction=compaction,
             clock=ports.clock,
             hooks=hooks,
+            mcp=link,
+            run_tools=run_tools,
+            system_of=(lambda: self.system_prompt(run_tools)) if run_tools is not None else None,
         )
         recorder = RunRecorder(
             run=run,
@@ -234,6 +265,19 @@ class RunAssembler:
             redactor=ports.redactor,
         )
         return AssembledRun(run=run, loop=loop, recorder=recorder)
+
+    def _mcp(
+        self, tools: ToolRegistry, loaded: Iterable[str]
+    ) -> tuple[RunTools | None, McpRunLink | None]:
+        """The run's changing tool set over the MCP hub, and its link to the hub (None, None
+        without MCP servers)."""
+        hub, policies = self.ports.mcp, self.policies
+        if hub is None:
+            return None, None
+        mcp = McpTools(hub, policies.mcp, reserved=tools.names())
+        run_tools = RunTools(tools, mcp, defer_threshold=policies.defer_threshold, loaded=loaded)
+        link = McpRunLink(hub, run_tools, startup_timeout_s=policies.mcp.startup_timeout_ms / 1000)
+        return run_tools, link
 
     def _hooks(self, spec: RunSpec, session_id: str, run_id: str) -> RunHooks | None:
         """The run's hooks over the runtime's one pipeline (None when no hook is registered,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -11,6 +11,8 @@ from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_fitting import ContextFitting
 from soong_agent.application.context_window import ContextWindow
 from soong_agent.application.hooks import RunHooks
+from soong_agent.application.mcp_run import McpRunLink
+from soong_agent.application.mcp_tools import RunTools
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
 from soong_agent.application.steering import Steering
@@ -91,6 +93,9 @@ class AgentLoop:
         compaction: CompactionRequests | None = None,
         clock: Clock | None = None,
         hooks: RunHooks | None = None,
+        mcp: McpRunLink | None = None,
+        run_tools: RunTools | None = None,
+        system_of: Callable[[], list[SystemPart]] | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -106,6 +111,9 @@ class AgentLoop:
         self._context = context
         self._compaction = compaction if compaction is not None else CompactionRequests()
         self._hooks = hooks
+        self._mcp = mcp
+        self._run_tools = run_tools
+        self._system_of = system_of
         self._fitting = ContextFitting(context, self._compaction, hooks)
         self._clock = clock
         self._steering = Steering(
@@ -146,6 +154,8 @@ class AgentLoop:
             resumed=resumed,
             message=message,
         )
+        if self._mcp is not None:
+            self._mcp.attach(rec)
         dangling = unanswered_calls(rec.history)
         if dangling:  # a process killed mid-tool left calls without results
             rec.add_message(
@@ -169,6 +179,9 @@ class AgentLoop:
             if spent is not None:
                 return "budget_exhausted", spent
             self._turns += 1
+            changed = self._mcp is not None and await self._mcp.before_call()
+            if changed and self._system_of is not None:  # the tools section lists new tools
+                self._system = self._system_of()
             await self._fitting.fit(rec)
             blocked = await self._pre_sampling(rec)
             if blocked is not None:
@@ -303,7 +316,11 @@ class AgentLoop:
         request = ModelRequest(
             system=self._system,
             messages=rec.history,
-            tools=self._registry.specs(),
+            tools=(
+                self._run_tools.request_specs()
+                if self._run_tools is not None
+                else self._registry.specs()
+            ),
             max_output_tokens=self._settings.max_output_tokens,
             temperature=self._settings.temperature,
             tool_choice=self._settings.tool_choice if self._turns == 1 else None,
@@ -412,6 +429,8 @@ class AgentLoop:
         self._compaction.settle(None)
         if self._context is not None:
             self._context.cancel_background()
+        if self._mcp is not None:
+            self._mcp.detach()
         if self._hooks is not None:
             await self._hooks.session_end(
                 rec,

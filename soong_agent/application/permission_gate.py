@@ -51,7 +51,7 @@ def target_of(
 ) -> tuple[permissions.TargetKind | None, str | None]:
     """What a call acts on, for path / command / URL rules: the argument the tool declares
     (`Tool.target_field`), else one named `command`, `url` or `path`."""
-    values = dict(args)
+    values = dict(iter(args))  # (field, value) pairs, extras included; no `keys` probe
     if tool is not None and tool.target_field is not None and tool.target_kind is not None:
         declared = values.get(tool.target_field)
         if not isinstance(declared, str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
+from soong_agent.application.mcp_tools import loaded_in
 from soong_agent.application.run_handle import Run
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
@@ -95,8 +96,16 @@ class RunService:
             model=spec.settings.model_label,
         )
         grants = self._grants.setdefault(session.id, SessionGrants())
+        loaded: set[str] = set()
+        if session_id is not None and ports.mcp is not None:  # deferred tools loaded before
+            loaded = loaded_in(await ports.store.all_messages(session.id))
         assembled = self._assembler.assemble(
-            spec, session=session, run_info=run_info, history=history, grants=grants
+            spec,
+            session=session,
+            run_info=run_info,
+            history=history,
+            grants=grants,
+            mcp_loaded=loaded,
         )
         task = asyncio.create_task(
             assembled.loop.run(assembled.recorder, message, resumed=session_id is not None),

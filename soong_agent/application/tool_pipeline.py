@@ -128,6 +128,8 @@ class ToolPipeline:
             is_error=output.is_error,
         )
         self.completed[p.call.id] = block
+        for event_class, fields in output.events:
+            rec.event(event_class, **fields)
         for denial in output.denials:
             rec.event(
                 SandboxDenied,

@@ -51,12 +51,16 @@ def assemble_system_prompt(
     instructions: Sequence[InstructionDoc],
     environment: EnvironmentInfo,
     identity: str = IDENTITY,
+    skills: str = "",
 ) -> list[SystemPart]:
-    """Identity, tools, instruction chain, then the dynamic environment."""
+    """Identity, tools, the skills catalogue (SKILL-1), instruction chain, then the dynamic
+    environment."""
     parts = [
         SystemPart(label="identity", text=identity),
         SystemPart(label="tools", text=tools_section(tools)),
     ]
+    if skills:
+        parts.append(SystemPart(label="skills", text=skills))
     chain = instructions_section(instructions)
     if chain:
         parts.append(SystemPart(label="instructions", text=chain))

@@ -1,4 +1,4 @@
-"""Skills as the prompt and the `load_skill` tool show them, and the rules a skill file obeys.
+"""Skills (SKILL-1) as the prompt and `load_skill` show them; the rules a skill file obeys.
 
 A skill is `${SOONG_AGENT_HOME}/skills/<name>.md`, or `${SOONG_AGENT_HOME}/skills/<name>/SKILL.md`
 with the other files of that folder as its resources. It starts with YAML frontmatter::

@@ -54,6 +54,10 @@ def _secrets() -> object:
     return EnvSecretSource()
 
 
+def _skills_of(knowledge: factories.Knowledge) -> Any:
+    return knowledge.skills
+
+
 class Adapters(containers.DeclarativeContainer):
     """Every adapter, built lazily from the loaded config."""
 
@@ -83,6 +87,8 @@ class Adapters(containers.DeclarativeContainer):
     shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
     redactor = providers.Singleton(factories.secret_redactor, loaded, secrets)
     hooks = providers.Singleton(factories.hook_pipeline, loaded, process_runner, closables)
+    mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
+    knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
 
 
 class Services(containers.DeclarativeContainer):
@@ -102,6 +108,7 @@ class Services(containers.DeclarativeContainer):
         todo_board,
         user_tools,
         adapters.command_sandboxing,
+        adapters.knowledge,
     )
     ports = providers.Singleton(
         RunPorts,
@@ -118,6 +125,8 @@ class Services(containers.DeclarativeContainer):
         shell_analyzer=adapters.shell_analyzer,
         redactor=adapters.redactor,
         hooks=adapters.hooks,
+        mcp=adapters.mcp_hub,
+        skills=providers.Callable(_skills_of, adapters.knowledge),
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(

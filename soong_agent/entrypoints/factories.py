@@ -9,11 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError, MissingSecretError, UsageError
+from soong_agent.ports.mcp import McpHub
+from soong_agent.ports.memory import MemoryStore
 from soong_agent.ports.model import ModelProvider
 from soong_agent.ports.ossandbox import SandboxPolicy
 from soong_agent.ports.process import ProcessRunner
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
+from soong_agent.ports.skills import SkillSource
 from soong_agent.ports.system import SecretSource, TokenCounter
 from soong_agent.ports.web import WebFetcher
 
@@ -191,13 +194,15 @@ def tool_catalog(
     board: TodoBoard,
     user_tools: list[Tool],
     sandbox: CommandSandboxing | None = None,
+    knowledge: Knowledge | None = None,
 ) -> ToolCatalog:
     """Built-in tools, declarative tools from the home, the SDK caller's Python tools, then
     `tools.disabled`/`overrides`. A Python tool named like another tool is a UsageError.
 
     `runner` runs the commands of run_command and declarative tools; `sandbox` is the OS
     sandbox it starts them in: what it allows is told to the model, and its warning (no
-    sandbox works here) joins the catalog's warnings."""
+    sandbox works here) joins the catalog's warnings. `knowledge` adds `load_skill` (when
+    the home has skills) and the memory tools (when `memory.enabled`)."""
     import os
 
     from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
@@ -227,6 +232,7 @@ def tool_catalog(
         web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
         todo_write_tool(board),
         read_artifact_tool(store=artifacts),
+        *(knowledge.tools if knowledge is not None else ()),
     ]
     specs, problems = load_enabled_declarative_tools(loaded.home / "tools", config)
     tools, clashes = add_declarative_tools(
@@ -248,7 +254,47 @@ def tool_catalog(
         taken.add(tool.name)
     tools, warnings = apply_tool_config([*tools, *user_tools], config)
     loud = [sandbox.choice.warning] if sandbox is not None and sandbox.choice.warning else []
-    return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *warnings])
+    known = knowledge.warnings if knowledge is not None else []
+    return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *known, *warnings])
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """What the agent knows beyond the project: the home's skills (SKILL-1) and its memory
+    store (MEM-1), with the tools that reach them and what was wrong reading them."""
+
+    skills: SkillSource | None
+    memory: MemoryStore | None
+    tools: list[Tool]
+    warnings: list[str]
+
+
+def knowledge(loaded: LoadedConfig, redactor: SecretRedactor) -> Knowledge:
+    """The skills of `${SOONG_AGENT_HOME}/skills` (never a project's) and, with
+    `memory.enabled`, the memory store of `memory.memory_dir` behind the memory policy (a
+    secret, a file listing or task progress is refused whatever the model says)."""
+    from pathlib import Path
+
+    from soong_agent.adapters.memory import FileMemoryStore
+    from soong_agent.adapters.skills import HomeSkillSource
+    from soong_agent.application.tools.memory import memory_tools
+    from soong_agent.application.tools.skills import skills_tool
+    from soong_agent.domain.memory import MemoryPolicy
+
+    tools: list[Tool] = []
+    source = HomeSkillSource(loaded.home)
+    skills: SkillSource | None = None
+    if source.skills():
+        skills = source
+        tools.append(skills_tool(source))
+    warnings = [f"skills: {w}" for w in source.warnings()]
+    memory: MemoryStore | None = None
+    config = loaded.config.memory
+    if config.enabled:
+        memory = FileMemoryStore(Path(config.memory_dir))
+        policy = MemoryPolicy(redactor, categories=config.categories)
+        tools += memory_tools(memory, policy)
+    return Knowledge(skills, memory, tools, warnings)
 
 
 def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
@@ -265,7 +311,39 @@ def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
         max_result_chars=config.tools.max_result_chars,
         cancel_timeout_s=config.runtime.cancel_timeout_ms / 1000,
         max_stop_continuations=config.hooks.max_stop_continuations,
+        mcp=config.tools.mcp,
+        defer_threshold=config.tools.defer_threshold,
     )
+
+
+def mcp_hub(
+    loaded: LoadedConfig,
+    closables: list[Callable[[], Awaitable[None]]],
+    *,
+    use_cache: bool = True,
+) -> McpHub | None:
+    """The MCP servers of `${SOONG_AGENT_HOME}/mcp.json` (MCP-1; a project cannot add any),
+    read once at start: a bad file is a ConfigError naming the server and field. None when
+    there is no server (`tools.mcp.disabled_servers` left out). Tool lists are cached under
+    `${SOONG_AGENT_HOME}/cache/mcp` for `discovery_cache_ttl_ms` (not with `use_cache=False`).
+    The servers start with the first run (or `start()`)."""
+    from soong_agent.adapters.mcp import load_mcp_servers
+
+    mcp = loaded.config.tools.mcp
+    specs = load_mcp_servers(loaded.home, mcp.disabled_servers)
+    if not specs:
+        return None  # the mcp SDK (~0.5 s to import) is loaded only when servers exist
+    from soong_agent.adapters.mcp import SdkMcpHub
+
+    hub = SdkMcpHub(
+        specs,
+        startup_timeout_s=mcp.startup_timeout_ms / 1000,
+        call_timeout_s=mcp.call_timeout_ms / 1000,
+        cache_dir=loaded.home / "cache" / "mcp" if use_cache else None,
+        cache_ttl_s=mcp.discovery_cache_ttl_ms / 1000,
+    )
+    closables.append(hub.aclose)
+    return hub
 
 
 def hook_pipeline(

@@ -180,6 +180,11 @@ class AgentRuntime:
                 provider.override(providers.Object(value))
         self._container: SdkContainer = container
         self._runs: list[Run] = []
+        # everything alive now (modules, schemas, the config, the adapters) lives as long as
+        # the runtime: full garbage collections need not walk it again and again
+        import gc
+
+        gc.freeze()
         if tools:
             container.user_tools.override(providers.Object(_as_tools(tools)))
             container.services.catalog()  # a name clash is reported now, not at the first run

@@ -144,6 +144,27 @@ class SandboxDenied(_Event):
     rule: str
 
 
+class McpServerEvent(_Event):
+    """An MCP server's state changed (or, at a run's start, what it is): starting, ready (tool
+    count, version), failed (reason), crashed (exit code, last stderr lines), restarting
+    (attempt, backoff), stopped. `from_cache`: its tools come from the discovery cache while
+    the live list is awaited."""
+
+    type: Literal["mcp_server"] = "mcp_server"
+    server: str
+    state: Literal["starting", "ready", "failed", "crashed", "restarting", "stopped"]
+    transport: str
+    detail: str = ""
+    tool_count: int | None = None
+    version: str | None = None
+    exit_code: int | None = None
+    stderr_tail: list[str] = Field(default_factory=list)
+    attempt: int | None = None
+    backoff_s: float | None = None
+    startup_ms: float | None = None
+    from_cache: bool = False
+
+
 class ContextMeasured(_Event):
     """The size of the context before a model call, against the budget (CTX-4)."""
 
@@ -274,6 +295,7 @@ RunEvent = Annotated[
     | PermissionSuggestion
     | ToolResultEvent
     | SandboxDenied
+    | McpServerEvent
     | ContextMeasured
     | CompactionEvent
     | StuckDetected

@@ -1,4 +1,4 @@
-"""The memory store port: what the agent keeps across sessions, as Markdown files.
+"""The memory store port: what the agent keeps across sessions, as Markdown files (MEM-1).
 
 Under `memory.memory_dir` there is the index `MEMORY.md` (one line per memory, rebuilt from the
 files) and one file per memory, `<name>.md`, directly in `user/`, `feedback/` or `reference/`,

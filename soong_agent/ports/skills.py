@@ -1,4 +1,4 @@
-"""Skills: instructions for particular kinds of task, read from the home's `skills` folder.
+"""Skills (SKILL-1): instructions for kinds of task, read from the home's `skills` folder.
 
 Only the catalogue (name and one-line description of each skill) goes into the system prompt;
 the `load_skill` tool hands the model a skill's body, and its resource files, on demand.

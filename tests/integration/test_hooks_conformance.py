@@ -26,7 +26,8 @@ LOGGER = """
 import json, os, sys
 data = json.load(sys.stdin)
 line = {"hook": sys.argv[1], "session": data["session_id"], "run": data["run_id"],
-        "depth": data["depth"], "agent": data["agent_id"], "env_session": os.environ.get("SESSION_ID")}
+        "depth": data["depth"], "agent": data["agent_id"],
+        "env_session": os.environ.get("SESSION_ID")}
 with open(sys.argv[2], "a") as log:
     log.write(json.dumps(line) + "\\n")
 """
@@ -39,9 +40,7 @@ async def test_every_hook_type_fires_at_the_root_through_the_sdk(tmp_path: Path)
     logger = tmp_path / "log_hook.py"
     logger.write_text(LOGGER, encoding="utf-8")
     log = tmp_path / "fired.jsonl"
-    hooks = {
-        hook: [{"command": f"{sys.executable} {logger} {hook} {log}"}] for hook in HOOK_TYPES
-    }
+    hooks = {hook: [{"command": f"{sys.executable} {logger} {hook} {log}"}] for hook in HOOK_TYPES}
     (home / "hooks.json").write_text(json.dumps({"hooks": hooks}), encoding="utf-8")
 
     answers = iter(["allow_once", "deny"])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from soong_agent.adapters.mcp import load_mcp_servers
+from soong_agent.adapters.mcp import load_mcp_servers, parse_mcp_servers
 from soong_agent.ports.errors import ConfigError
 from soong_agent.ports.mcp import McpServerSpec
 
@@ -127,8 +127,8 @@ def test_disabled_servers_are_left_out(tmp_path: Path) -> None:
         ({"mcp_servers": {"Git": {"command": "x"}}}, "mcp_servers.Git: bad server name"),
         ({"mcp_servers": {"git": "x"}}, "mcp_servers.git: expected an object, found a string"),
         (
-            {"mcp_servers": {"git": {"command": "x"}}},
-            "mcp_servers.git.transport: required (one of stdio, http, sse)",
+            {"mcp_servers": {"git": {"args": ["x"]}}},
+            "mcp_servers.git: give a command (a stdio server) or a url",
         ),
         (
             {"mcp_servers": {"git": {"transport": "ws", "url": "ws://x"}}},
@@ -236,3 +236,15 @@ def test_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "mcp.json").mkdir()
     with pytest.raises(ConfigError, match=r"mcp.json: cannot be read: it is a directory$"):
         load_mcp_servers(tmp_path, [])
+
+
+def test_a_server_without_a_transport_is_stdio_for_a_command_and_http_for_a_url() -> None:
+    document = {
+        "mcp_servers": {
+            "local": {"command": "x", "args": ["-v"]},
+            "remote": {"url": "https://mcp.example.com/mcp"},
+        }
+    }
+    local, remote = parse_mcp_servers(document, source=Path("/h/mcp.json"))
+    assert (local.transport, local.command, local.args) == ("stdio", "x", ("-v",))
+    assert (remote.transport, remote.url) == ("http", "https://mcp.example.com/mcp")

@@ -14,12 +14,14 @@ from soong_agent.application.tools.files import file_tools
 from soong_agent.domain.config.schema import (
     CompactConfig,
     ContextConfig,
+    McpToolsConfig,
     PermissionsConfig,
     PriceConfig,
 )
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.stuck import StuckSettings
 from soong_agent.ports.approval import Approver
+from soong_agent.ports.mcp import McpHub
 from soong_agent.testing import (
     FixedClock,
     InMemoryArtifactStore,
@@ -53,6 +55,9 @@ class Harness:
     limits: RunLimits = field(default_factory=RunLimits)
     ids: SequentialIds = field(default_factory=SequentialIds)
     hooks: HookPipeline | None = None
+    mcp: McpHub | None = None
+    mcp_config: McpToolsConfig = field(default_factory=McpToolsConfig)
+    defer_threshold: int = 15
     max_stop_continuations: int = 3
     _service: RunService | None = None
 
@@ -71,6 +76,7 @@ class Harness:
                     approver=self.approver,
                     artifacts=self.artifacts,
                     hooks=self.hooks,
+                    mcp=self.mcp,
                 ),
                 RunPolicies(
                     permissions=self.permissions,
@@ -80,6 +86,8 @@ class Harness:
                     max_result_chars=self.max_result_chars,
                     cancel_timeout_s=2.0,
                     max_stop_continuations=self.max_stop_continuations,
+                    mcp=self.mcp_config,
+                    defer_threshold=self.defer_threshold,
                 ),
             )
             settings = LoopSettings(

@@ -22,6 +22,7 @@ from soong_agent.domain.compaction import (
     approx_tokens,
     atomic_groups,
     carry_over_missing,
+    complete_carry_over,
     files_touched,
     hard_reset,
     id_ranges,
@@ -32,6 +33,7 @@ from soong_agent.domain.compaction import (
     recent_window_start,
     render_carry_over,
     select_for_summary,
+    skills_loaded,
     summary_problem,
     validate_sequence,
 )
@@ -818,3 +820,39 @@ def test_ladder_slice_still_over_ends_in_one_hard_reset() -> None:
     assert report.strategy == "hard_reset"
     assert len(out) == 2
     assert validate_sequence(out) == []
+
+
+SKILL_TEXT = (
+    "Skill 'tabs' (from /h/skills/tabs.md): indentation rules\n\nAlways use tabs.\n## Not a header"
+)
+
+
+def test_a_loaded_skill_is_carried_over_and_survives_a_second_compaction() -> None:
+    chat = Chat()
+    chat.user("format the files")
+    chat.tool_turn("load_skill", {"name": "tabs"}, SKILL_TEXT)
+    chat.tool_turn("load_skill", {"name": "tabs", "resource": "x.txt"}, "a resource")
+    chat.tool_turn("load_skill", {"name": "nope"}, "unknown skill")
+    chat.messages[-1] = chat.messages[-1].model_copy(
+        update={
+            "content": [
+                ToolResultBlock(
+                    call_id=chat.messages[-1].tool_results[0].call_id,
+                    name="load_skill",
+                    content="unknown skill",
+                    is_error=True,
+                )
+            ]
+        }
+    )
+    carry = complete_carry_over(CarryOver("i", ""), chat.messages)
+    assert carry.skills == (SKILL_TEXT,)  # not the resource read, not the failed load
+    text = render_carry_over(carry)
+    parsed = parse_carry_over(text)
+    assert parsed is not None and parsed.skills == (SKILL_TEXT,)
+    assert parsed.latest_user_request == "format the files"
+    # a later compaction of a path that starts with that summary keeps the skill
+    later = Chat()
+    later._add(Message(role="user", kind="summary", content=[TextBlock(text=text)]))
+    later.say("more work")
+    assert skills_loaded(later.messages) == [SKILL_TEXT]

@@ -234,7 +234,10 @@ async def test_a_failing_tool_fires_post_tool_use_failure_not_post_tool_use() ->
 
     runner.on_command("failed", record).on_command("used", record)
     model = ScriptedModel(
-        [ScriptedResponse.tool_calls(("read_file", {"path": "nope.txt"})), ScriptedResponse.text("")]
+        [
+            ScriptedResponse.tool_calls(("read_file", {"path": "nope.txt"})),
+            ScriptedResponse.text(""),
+        ]
     )
     h = Harness(model)
     h.hooks = hooks(
@@ -269,7 +272,9 @@ def test_suggested_rules_are_in_the_rule_syntax() -> None:
         request = PermissionRequest(tool, cls, "*", target=target, target_kind=kind, shell=shell)
         return suggested_rule(tool, request)
 
-    assert suggestion("run_command", "command", "npm test --watch") == "run_command(prefix:npm test)"
+    assert (
+        suggestion("run_command", "command", "npm test --watch") == "run_command(prefix:npm test)"
+    )
     assert suggestion("run_command", "command", "npm test && rm -rf x") is None
     assert suggestion("write_file", "path", "notes.txt") == "write_file(/**)"
     assert suggestion("write_file", "path", "/etc/x.conf") == "write_file(//etc/**)"

@@ -1,8 +1,8 @@
 """Reads the MCP servers of `${SOONG_AGENT_HOME}/mcp.json` (MCP-1); a project's file is never read.
 
 The file holds `{"mcp_servers": {"<name>": {...}}}`. The key `mcpServers` (Claude Desktop and
-Claude Code files) is accepted too: there `type` may stand for `transport`, and an entry with
-`command` and no transport is a stdio server, one with `url` and no transport an HTTP one.
+Claude Code files) is accepted too: there `type` may stand for `transport`. In both, an entry
+with `command` and no transport is a stdio server, one with `url` and no transport an HTTP one.
 
     transport   "stdio" | "http" (streamable HTTP) | "sse"
     command     stdio: the program to run (looked up on PATH)
@@ -145,7 +145,7 @@ def _spec(
         parsed = _Entry.model_validate(fields)
     except ValidationError as exc:
         raise ConfigError(f"{where}.{_pydantic_line(exc)}") from None
-    transport = _transport(parsed, where=where, implicit=claude)
+    transport = _transport(parsed, where=where)
     if transport == "stdio":
         for field_name in ("url", "headers"):
             if field_name in fields:
@@ -182,15 +182,19 @@ def _spec(
     )
 
 
-def _transport(entry: _Entry, *, where: str, implicit: bool) -> Transport:
+def _transport(entry: _Entry, *, where: str) -> Transport:
+    """The entry's transport; when it names none, stdio for a `command` and (streamable)
+    HTTP for a `url`, in either file shape."""
     given = entry.transport
     field_name = "transport"
     if given is None:
-        if implicit and entry.command is not None:
+        if entry.command is not None:
             return "stdio"
-        if implicit and entry.url is not None:
+        if entry.url is not None:
             return "http"
-        raise ConfigError(f"{where}.{field_name}: required (one of stdio, http, sse)")
+        raise ConfigError(
+            f"{where}: give a command (a stdio server) or a url (an http or sse server)"
+        )
     if given in ("ws", "websocket"):
         raise ConfigError(
             f"{where}.{field_name}: the {given} transport is not supported (use stdio, http or sse)"

@@ -83,6 +83,7 @@ def _install_parse_error_filter() -> None:
     if not any(isinstance(item, _ParseErrorFilter) for item in sdk_logger.filters):
         sdk_logger.addFilter(_ParseErrorFilter())
 
+
 CALL_GRACE_S = 2.0
 """How long past a request's own timeout the hub waits for the SDK to give up on it."""
 _READER_DRAIN_S = 1.0

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,6 +29,9 @@ class ToolOutput:
     content: str
     is_error: bool = False
     denials: tuple[SandboxDenial, ...] = ()
+    events: tuple[tuple[type[Any], Mapping[str, Any]], ...] = ()
+    """Run events the call gives rise to (an event class and its fields, e.g. a memory the
+    policy refused); the pipeline records them before the call's result."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +72,16 @@ class Tool:
     """The argument naming what a call acts on, for rules and grants; None: the usual field
     names (`path`, `command`, `url`) are looked for."""
     target_kind: Literal["path", "command", "url"] | None = None
+    parameters: dict[str, Any] | None = None
+    """The JSON schema the model is shown, when it is not `args_model`'s (MCP tools carry
+    their server's schema; their arguments are checked by the server)."""
 
     @property
     def spec(self) -> ToolSpec:
+        if self.parameters is not None:
+            return ToolSpec(
+                name=self.name, description=self.description, parameters=self.parameters
+            )
         return _spec(self.name, self.description, self.args_model)
 
 
@@ -99,6 +109,12 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} is registered twice")
         self._tools[tool.name] = tool
         self._specs = None
+
+    def replace_all(self, tools: Iterable[Tool]) -> None:
+        """Hold exactly `tools` from now on (a run whose tool set changed between model calls:
+        everyone holding this registry sees the new set)."""
+        fresh = ToolRegistry(tools)
+        self._tools, self._specs = fresh._tools, None
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)

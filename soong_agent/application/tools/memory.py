@@ -3,8 +3,8 @@
 Both go through the one memory writer (`MemoryStore`) and `save_memory` through the memory
 policy first: a memory the policy refuses (file structure, code signatures, task progress,
 branch or PR names, fix details, secrets) is not written, and the model is told why in an
-error result. The rejection is also handed to `on_rejected` when given (with the fields of a
-``memory_rejected`` event, for whoever can reach the run's recorder).
+error result, and the run records a ``memory_rejected`` event (the result's `events`); the
+rejection is also handed to `on_rejected` when given.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, Tool
 from soong_agent.domain.memory.paths import NAME_RULE
 from soong_agent.domain.memory.policy import MemoryPolicy, MemoryVerdict
 from soong_agent.ports.errors import SoongAgentError
+from soong_agent.ports.events import MemoryRejected
 from soong_agent.ports.memory import MemoryFileInvalid, MemoryNotFound, MemoryStore
 
 SAVE_SOURCE = "save_memory"
@@ -93,10 +94,13 @@ class MemoryTools:
             name=args.name, description=args.description, body=args.body, category=args.category
         )
         if not verdict.accepted:
+            fields = memory_rejected_fields(verdict, source=SAVE_SOURCE)
             if self._on_rejected is not None:
-                self._on_rejected(ctx, memory_rejected_fields(verdict, source=SAVE_SOURCE))
+                self._on_rejected(ctx, fields)
             return ToolOutput(
-                f"memory {args.name!r} was not saved: {verdict.reason()}", is_error=True
+                f"memory {args.name!r} was not saved: {verdict.reason()}",
+                is_error=True,
+                events=((MemoryRejected, fields),),
             )
         try:
             before = await asyncio.to_thread(self._known_category, args.name)

@@ -35,6 +35,7 @@ from soong_agent.domain.compaction.carry_over import (
     latest_user_request,
     parse_carry_over,
     render_carry_over,
+    skills_loaded,
 )
 from soong_agent.domain.compaction.ladder import (
     LADDER,
@@ -96,6 +97,7 @@ __all__ = [
     "recent_window_start",
     "render_carry_over",
     "select_for_summary",
+    "skills_loaded",
     "stub_text",
     "summary_problem",
     "validate_sequence",

@@ -1,4 +1,5 @@
-"""The carry-over set: render and parse it, the files touched, the latest user request."""
+"""The carry-over set: render and parse it, the files touched, the latest user request, and
+the skills loaded (SKILL-1: a skill the model loaded stays in force after compaction)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ CARRY_CLOSE = "</carry-over>"
 _H_REQUEST = "## Latest user request"
 _H_TODOS = "## Todo list / plan / task board"
 _H_FILES = "## Files touched"
+_H_SKILLS = "## Skills loaded (still in force)"
+_SKILL_OPEN = "<skill>"
+_SKILL_CLOSE = "</skill>"
+LOAD_SKILL = "load_skill"
+"""The tool whose results are skills to carry over (a call that names a `resource` is not)."""
 _NONE = "(none)"
 REQUEST_FOLLOWS = "(the latest user request follows this message, verbatim)"
 """Stands in the carry-over for a request that was kept as a message of its own."""
@@ -31,6 +37,8 @@ class CarryOver:
     latest_user_request: str
     todos: str = ""
     files_touched: tuple[str, ...] = ()
+    skills: tuple[str, ...] = ()
+    """What `load_skill` returned for each skill loaded, in full."""
 
 
 def render_carry_over(carry: CarryOver) -> str:
@@ -45,10 +53,16 @@ def render_carry_over(carry: CarryOver) -> str:
     else:
         note = "No instruction chain is configured; the system prompt remains in force."
     files = "\n".join(f"- {p}" for p in carry.files_touched) or _NONE
+    skills: list[str] = []
+    if carry.skills:
+        skills = ["", _H_SKILLS]
+        for text in carry.skills:
+            skills += [_SKILL_OPEN, text, _SKILL_CLOSE]
     return "\n".join(
         [
             CARRY_OPEN,
             note,
+            *skills,
             "",
             _H_REQUEST,
             carry.latest_user_request or _NONE,
@@ -79,6 +93,14 @@ def parse_carry_over(text: str) -> CarryOver | None:
     if request_at < 0 or request_at > todos_at:
         return None
     note = text[open_at + len(CARRY_OPEN) + 1 : request_at].strip()
+    skills: tuple[str, ...] = ()
+    skills_at = note.find(f"\n{_H_SKILLS}\n")
+    if skills_at >= 0:
+        block = note[skills_at + len(_H_SKILLS) + 2 :]
+        note = note[:skills_at].strip()
+        skills = tuple(
+            part.split(f"\n{_SKILL_CLOSE}", 1)[0] for part in block.split(f"{_SKILL_OPEN}\n")[1:]
+        )
     request = text[request_at + len(_H_REQUEST) + 2 : todos_at]
     request = request.removesuffix("\n")
     todos = text[todos_at + len(_H_TODOS) + 2 : files_at].strip()
@@ -91,6 +113,7 @@ def parse_carry_over(text: str) -> CarryOver | None:
         latest_user_request="" if request in (_NONE, REQUEST_FOLLOWS) else request,
         todos="" if todos == _NONE else todos,
         files_touched=files,
+        skills=skills,
     )
 
 
@@ -128,6 +151,40 @@ def files_touched(messages: Sequence[Message]) -> list[str]:
     return list(seen)
 
 
+def _skill_name(call: ToolCallBlock) -> str | None:
+    """The skill a `load_skill` call loads whole (None for a resource read or bad args)."""
+    try:
+        args = json.loads(call.arguments)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(args, dict) or args.get("resource"):
+        return None
+    name = args.get("name")
+    return name if isinstance(name, str) and name else None
+
+
+def skills_loaded(messages: Sequence[Message]) -> list[str]:
+    """What `load_skill` returned for each skill loaded in `messages` (and carried by an
+    earlier summary), the latest load of a skill winning, in first-load order."""
+    loaded: dict[str, str] = {}
+    pending: dict[str, str] = {}
+    for message in messages:
+        if message.kind == "summary":
+            carried = parse_carry_over(message.text)
+            for text in carried.skills if carried is not None else ():
+                loaded[text.split("\n", 1)[0]] = text
+        for call in message.tool_calls:
+            if call.name == LOAD_SKILL:
+                name = _skill_name(call)
+                if name is not None:
+                    pending[call.id] = name
+        for result in message.tool_results:
+            name = pending.pop(result.call_id, None)
+            if name is not None and not result.is_error:
+                loaded[f"skill:{name}"] = result.content
+    return list(loaded.values())
+
+
 def latest_user_request(messages: Sequence[Message]) -> str:
     """The text of the last user message of kind "normal".
 
@@ -150,7 +207,12 @@ def complete_carry_over(carry: CarryOver, messages: Sequence[Message]) -> CarryO
     for path in files_touched(messages):
         files.setdefault(path)
     request = carry.latest_user_request or latest_user_request(messages)
-    return replace(carry, latest_user_request=request, files_touched=tuple(files))
+    skills = dict.fromkeys(carry.skills)
+    for text in skills_loaded(messages):
+        skills.setdefault(text)
+    return replace(
+        carry, latest_user_request=request, files_touched=tuple(files), skills=tuple(skills)
+    )
 
 
 def _context_text(messages: Sequence[Message]) -> str:

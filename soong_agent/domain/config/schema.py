@@ -287,12 +287,17 @@ class NetworkConfig(Section):
 
 
 class McpToolsConfig(Section):
-    """Which MCP servers and tools are used."""
+    """Which MCP servers and tools are used, and how long they may take."""
 
     disabled_servers: list[str] = Field(default_factory=list)
     disabled_tools: list[str] = Field(default_factory=list)
-    tool_overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    """Full tool names (`mcp__git__git_push`); `*` matches any run of characters."""
+    tool_overrides: dict[str, McpToolOverride] = Field(default_factory=dict)
     discovery_cache_ttl_ms: int = Field(default=300_000, ge=0)
+    startup_timeout_ms: int = Field(default=10_000, gt=0)
+    """How long the first model request waits for servers still starting."""
+    call_timeout_ms: int = Field(default=60_000, gt=0)
+    """Time limit of one MCP tool call (a tool's override `timeout_ms` replaces it)."""
 
 
 class ToolOverride(Section):
@@ -301,6 +306,13 @@ class ToolOverride(Section):
     description: str | None = None
     timeout_ms: int | None = Field(default=None, gt=0)
     permission_class: Literal["read_only", "write", "exec", "network"] | None = None
+
+
+class McpToolOverride(ToolOverride):
+    """Replaces parts of one MCP tool's definition; `name` renames it (what the model sees and
+    rules match)."""
+
+    name: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 DEFAULT_SENSITIVE_PATHS = [
@@ -343,6 +355,8 @@ class ToolsConfig(Section):
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
     mcp: McpToolsConfig = Field(default_factory=McpToolsConfig)
+    defer_threshold: int = Field(default=15, ge=0)
+    """Past this many tools in all, MCP tools are offered by name only, behind `tool_search`."""
 
 
 McpToolsConfig.model_rebuild()

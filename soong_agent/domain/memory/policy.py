@@ -1,4 +1,4 @@
-"""The memory policy: what may be remembered, and in which category.
+"""The memory policy: what may be remembered, and in which category (MEM-2).
 
 A memory is something worth knowing in a later session that cannot be found again by reading
 the project: who the user is and what they prefer (``user``), how they want the work done —

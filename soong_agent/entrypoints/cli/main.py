@@ -1,4 +1,4 @@
-"""`soong-agent`: run, sessions, config, sandbox. Only typer is imported up front (fast --help)."""
+"""`soong-agent` and its command groups. Only typer is imported up front (a fast --help)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,21 @@ sandbox_app = typer.Typer(
 )
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(config_app, name="config")
+mcp_app = typer.Typer(
+    help="The MCP servers of ~/.soong-agent/mcp.json.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(sandbox_app, name="sandbox")
+memory_app = typer.Typer(
+    help="The memories kept across sessions.", no_args_is_help=True, rich_markup_mode=None
+)
+skills_app = typer.Typer(
+    help="The skills of ~/.soong-agent/skills.", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(mcp_app, name="mcp")
+app.add_typer(memory_app, name="memory")
+app.add_typer(skills_app, name="skills")
+
+NameArgument = Annotated[str, typer.Argument(help="The memory's name.")]
 
 PathOption = Annotated[
     str | None,
@@ -133,6 +147,58 @@ def sandbox_check(
     from soong_agent.entrypoints.cli.sandbox_cmd import check_sandbox
 
     raise typer.Exit(check_sandbox(path=path, mode=mode))
+
+
+@mcp_app.command("status")
+def mcp_status(path: PathOption = None) -> None:
+    """Start every MCP server; print each one's state, tools and start-up time (exit 1 if any
+    is not ready)."""
+    from soong_agent.entrypoints.cli.mcp_cmd import mcp_status as status
+
+    raise typer.Exit(status(path=path))
+
+
+@mcp_app.command("tools")
+def mcp_tools(
+    server: Annotated[str, typer.Argument(help="The server's name in mcp.json.")],
+    path: PathOption = None,
+) -> None:
+    """Print one MCP server's tools, named as the model sees them."""
+    from soong_agent.entrypoints.cli.mcp_cmd import mcp_tools as tools
+
+    raise typer.Exit(tools(server=server, path=path))
+
+
+@memory_app.command("list")
+def memory_list(path: PathOption = None) -> None:
+    """List memories: category, name, last update, description."""
+    from soong_agent.entrypoints.cli.memory_cmd import memory_list as body
+
+    raise typer.Exit(body(path))
+
+
+@memory_app.command("show")
+def memory_show(name: NameArgument, path: PathOption = None) -> None:
+    """Print one memory."""
+    from soong_agent.entrypoints.cli.memory_cmd import memory_show as body
+
+    raise typer.Exit(body(name, path))
+
+
+@memory_app.command("rm")
+def memory_rm(name: NameArgument, path: PathOption = None) -> None:
+    """Remove one memory (and its line in MEMORY.md)."""
+    from soong_agent.entrypoints.cli.memory_cmd import memory_rm as body
+
+    raise typer.Exit(body(name, path))
+
+
+@skills_app.command("list")
+def skills_list(path: PathOption = None) -> None:
+    """List the home's skills (name, description, file); skipped files and why on stderr."""
+    from soong_agent.entrypoints.cli.skills_cmd import skills_list as body
+
+    raise typer.Exit(body(path))
 
 
 def main() -> None:

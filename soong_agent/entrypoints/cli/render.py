@@ -11,6 +11,8 @@ from soong_agent.ports.events import (
     BudgetExhausted,
     ErrorEvent,
     HookFailed,
+    McpServerEvent,
+    MemoryRejected,
     ModelRetry,
     PermissionDecided,
     PermissionSuggestion,
@@ -46,6 +48,25 @@ def call_preview(name: str, arguments: str) -> str:
             shown = _first_line(shown, 40) + "…" if "\n" in shown else shown[:39] + "…"
         parts.append(f"{key}={shown}")
     return f"{name}({', '.join(parts)})"
+
+
+def mcp_line(event: McpServerEvent) -> str | None:
+    """One short line for a server's state change; None for the quiet ones (starting,
+    stopped) and for a cached tool list (the live one follows)."""
+    name = f"  mcp {event.server}"
+    match event.state:
+        case "ready" if not event.from_cache:
+            took = f", {event.startup_ms:.0f} ms" if event.startup_ms is not None else ""
+            return f"{name}: ready ({event.tool_count or 0} tools{took})"
+        case "failed":
+            return f"{name}: FAILED: {_first_line(event.detail, 160)}"
+        case "crashed":
+            last = f"; {_first_line(event.stderr_tail[-1])}" if event.stderr_tail else ""
+            return f"{name}: crashed (exit {event.exit_code}){last}"
+        case "restarting":
+            return f"{name}: restarting in {event.backoff_s or 0:.1f} s (attempt {event.attempt})"
+        case _:
+            return None
 
 
 class Renderer:
@@ -103,6 +124,12 @@ class Renderer:
                 self._mid_line = not event.text.endswith("\n")
             case ToolCallRequested():
                 self.status(f"● {call_preview(event.name, event.arguments)}")
+            case McpServerEvent():
+                line = mcp_line(event)
+                if line:
+                    self.status(line)
+            case MemoryRejected():
+                self.status(f"  ✗ memory {event.name!r} not kept: {'; '.join(event.reasons)}")
             case HookFailed():
                 self.status(
                     f"  ! {event.hook} hook failed, ignored ({_first_line(event.reason)}): "
