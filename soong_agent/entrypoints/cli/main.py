@@ -6,6 +6,18 @@ import sys
 from typing import Annotated
 
 import typer
+from typer._click import Context
+from typer.core import TyperCommand
+
+
+class Command(TyperCommand):
+    """A command whose usage line names required arguments plainly (`run [OPTIONS] MESSAGE`,
+    not typer's `{MESSAGE}`)."""
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
 
 app = typer.Typer(
     name="soong-agent",
@@ -40,51 +52,104 @@ app.add_typer(mcp_app, name="mcp")
 app.add_typer(memory_app, name="memory")
 app.add_typer(skills_app, name="skills")
 
-NameArgument = Annotated[str, typer.Argument(help="The memory's name.")]
+NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The memory's name.")]
 
 PathOption = Annotated[
     str | None,
-    typer.Option("--path", help="Project folder (a file means its folder). Default: cwd."),
+    typer.Option(
+        "--path",
+        "-p",
+        metavar="PATH",
+        help="Project folder (a file means its folder). Default: cwd.",
+    ),
+]
+OutputOption = Annotated[
+    str,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FORMAT",
+        help="text (for people) or json (one JSON object per line, for scripts).",
+    ),
 ]
 
 
-@app.command()
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"soong-agent {version('soong-agent')}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """An agent core for coding and automation: run an agent on a project folder."""
+
+
+@app.command(cls=Command)
 def run(
-    message: Annotated[str, typer.Argument(help="What the agent should do.")],
+    message: Annotated[str, typer.Argument(metavar="MESSAGE", help="What the agent should do.")],
     path: PathOption = None,
     session_id: Annotated[
-        str | None, typer.Option("--session-id", help="Resume this session.")
+        str | None,
+        typer.Option("--session-id", "-s", metavar="ID", help="Resume this session."),
     ] = None,
     from_message: Annotated[
         str | None,
         typer.Option(
             "--from-message",
+            metavar="MESSAGE_ID",
             help="Start a new branch from this earlier user message (needs --session-id).",
         ),
     ] = None,
     orchestrator: Annotated[
         bool, typer.Option("--orchestrator", help="Run as orchestrator of worker pools.")
     ] = False,
-    agent: Annotated[str | None, typer.Option("--agent", help="Agent preset id.")] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", metavar="ID", help="Agent preset id.")
+    ] = None,
     tool_choice: Annotated[
         str | None,
         typer.Option(
             "--tool-choice",
+            metavar="CHOICE",
             help="For the first model request: auto, none, required, or a tool's name.",
         ),
     ] = None,
     max_cost: Annotated[
         float | None,
-        typer.Option("--max-cost", help="Stop the run once it has cost this many US dollars."),
+        typer.Option(
+            "--max-cost", metavar="USD", help="Stop the run once it has cost this many US dollars."
+        ),
     ] = None,
     max_tokens: Annotated[
         int | None,
-        typer.Option("--max-tokens", help="Stop the run once it has used this many tokens."),
+        typer.Option(
+            "--max-tokens", metavar="N", help="Stop the run once it has used this many tokens."
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", help="Stop the run after this many seconds."),
+        typer.Option("--timeout", metavar="SECONDS", help="Stop the run after this many seconds."),
     ] = None,
+    output: OutputOption = "text",
+    approve: Annotated[
+        str,
+        typer.Option(
+            "--approve",
+            metavar="MODE",
+            help="Who answers approval questions: ask (stdin, the default), never, "
+            "once-per-tool, rules-only.",
+        ),
+    ] = "ask",
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
     from soong_agent.entrypoints.cli.run_cmd import run_command
@@ -101,33 +166,62 @@ def run(
             max_cost=max_cost,
             max_tokens=max_tokens,
             timeout=timeout,
+            output=output,
+            approve=approve,
         )
     )
 
 
-@sessions_app.command("list")
+@sessions_app.command("list", cls=Command)
 def sessions_list(
     path: PathOption = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many sessions.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, metavar="N", help="How many sessions.")
+    ] = 20,
+    output: OutputOption = "text",
 ) -> None:
     """List sessions, most recently used first."""
     from soong_agent.entrypoints.cli.sessions_cmd import list_sessions
 
-    raise typer.Exit(list_sessions(path=path, limit=limit))
+    raise typer.Exit(list_sessions(path=path, limit=limit, output=_output(output)))
 
 
-@sessions_app.command("show")
+@sessions_app.command("show", cls=Command)
 def sessions_show(
-    session_id: Annotated[str, typer.Argument(help="The session id.")],
+    session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="The session id.")],
     path: PathOption = None,
+    output: OutputOption = "text",
 ) -> None:
     """Print a session's transcript."""
     from soong_agent.entrypoints.cli.sessions_cmd import show_session
 
-    raise typer.Exit(show_session(session_id, path=path))
+    raise typer.Exit(show_session(session_id, path=path, output=_output(output)))
 
 
-@config_app.command("check")
+def _output(value: str) -> str:
+    if value not in ("text", "json"):
+        sys.stderr.write(f"soong-agent: error: --output: expected text or json, found {value!r}\n")
+        raise typer.Exit(2)
+    return value
+
+
+schema_app = typer.Typer(
+    help="JSON schemas of the machine-readable output.", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(schema_app, name="schema")
+
+
+@schema_app.command("events", cls=Command)
+def schema_events() -> None:
+    """Print the JSON schema of one line of `run --output json` (a run event or the result)."""
+    import json
+
+    from soong_agent.entrypoints.cli.json_output import event_schema
+
+    sys.stdout.write(json.dumps(event_schema(), indent=2) + "\n")
+
+
+@config_app.command("check", cls=Command)
 def config_check(path: PathOption = None) -> None:
     """Validate config.toml and print the resolved values and where each came from."""
     from soong_agent.entrypoints.cli.config_cmd import check_config
@@ -135,12 +229,14 @@ def config_check(path: PathOption = None) -> None:
     raise typer.Exit(check_config(path=path))
 
 
-@sandbox_app.command("check")
+@sandbox_app.command("check", cls=Command)
 def sandbox_check(
     path: PathOption = None,
     mode: Annotated[
         str | None,
-        typer.Option("--mode", help="Judge this sandbox.os (auto, required, off) instead."),
+        typer.Option(
+            "--mode", metavar="MODE", help="Judge this sandbox.os (auto, required, off) instead."
+        ),
     ] = None,
 ) -> None:
     """Try each OS sandbox here; say which works, and for one that does not, why and the fix."""
@@ -149,7 +245,7 @@ def sandbox_check(
     raise typer.Exit(check_sandbox(path=path, mode=mode))
 
 
-@mcp_app.command("status")
+@mcp_app.command("status", cls=Command)
 def mcp_status(path: PathOption = None) -> None:
     """Start every MCP server; print each one's state, tools and start-up time (exit 1 if any
     is not ready)."""
@@ -158,9 +254,9 @@ def mcp_status(path: PathOption = None) -> None:
     raise typer.Exit(status(path=path))
 
 
-@mcp_app.command("tools")
+@mcp_app.command("tools", cls=Command)
 def mcp_tools(
-    server: Annotated[str, typer.Argument(help="The server's name in mcp.json.")],
+    server: Annotated[str, typer.Argument(metavar="SERVER", help="The server's name in mcp.json.")],
     path: PathOption = None,
 ) -> None:
     """Print one MCP server's tools, named as the model sees them."""
@@ -169,7 +265,7 @@ def mcp_tools(
     raise typer.Exit(tools(server=server, path=path))
 
 
-@memory_app.command("list")
+@memory_app.command("list", cls=Command)
 def memory_list(path: PathOption = None) -> None:
     """List memories: category, name, last update, description."""
     from soong_agent.entrypoints.cli.memory_cmd import memory_list as body
@@ -177,7 +273,7 @@ def memory_list(path: PathOption = None) -> None:
     raise typer.Exit(body(path))
 
 
-@memory_app.command("show")
+@memory_app.command("show", cls=Command)
 def memory_show(name: NameArgument, path: PathOption = None) -> None:
     """Print one memory."""
     from soong_agent.entrypoints.cli.memory_cmd import memory_show as body
@@ -185,7 +281,7 @@ def memory_show(name: NameArgument, path: PathOption = None) -> None:
     raise typer.Exit(body(name, path))
 
 
-@memory_app.command("rm")
+@memory_app.command("rm", cls=Command)
 def memory_rm(name: NameArgument, path: PathOption = None) -> None:
     """Remove one memory (and its line in MEMORY.md)."""
     from soong_agent.entrypoints.cli.memory_cmd import memory_rm as body
@@ -193,7 +289,7 @@ def memory_rm(name: NameArgument, path: PathOption = None) -> None:
     raise typer.Exit(body(name, path))
 
 
-@skills_app.command("list")
+@skills_app.command("list", cls=Command)
 def skills_list(path: PathOption = None) -> None:
     """List the home's skills (name, description, file); skipped files and why on stderr."""
     from soong_agent.entrypoints.cli.skills_cmd import skills_list as body

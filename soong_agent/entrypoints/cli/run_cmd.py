@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from soong_agent.application.run_handle import Run, RunResult
@@ -18,9 +18,11 @@ from soong_agent.entrypoints.cli.common import (
     guarded,
 )
 from soong_agent.entrypoints.cli.render import Renderer
+from soong_agent.ports.errors import UsageError
 
 if TYPE_CHECKING:
     from soong_agent.domain.run_limits import RunLimits
+    from soong_agent.entrypoints.cli.json_output import JsonRenderer
 
 
 def run_command(
@@ -35,14 +37,19 @@ def run_command(
     max_cost: float | None = None,
     max_tokens: int | None = None,
     timeout: float | None = None,
+    output: str = "text",
+    approve: str = "ask",
 ) -> int:
     def go() -> int:
         from soong_agent.entrypoints.sdk import parse_limits
 
+        if output not in ("text", "json"):
+            raise UsageError(f"--output: expected text or json, found {output!r}")
         wall_ms = None if timeout is None else max(1, round(timeout * 1000))
         limits = parse_limits(max_cost, max_tokens, wall_ms)
+        choices = RunChoices(tool_choice, limits, output, approve)
         return asyncio.run(
-            _run(message, path, session_id, from_message, orchestrator, agent, tool_choice, limits)
+            _run(message, path, session_id, from_message, orchestrator, agent, choices)
         )
 
     return guarded(go)
@@ -52,13 +59,23 @@ def _exit_cancelled(signum: int, frame: object) -> None:
     exit_now(EXIT_CANCELLED)
 
 
-def _on_interrupt(run: Run, renderer: Renderer, state: dict[str, object]) -> None:
+def _on_interrupt(run: Run, renderer: Renderer | JsonRenderer, state: dict[str, object]) -> None:
     if state.get("cancelling"):
         renderer.status("interrupted again: exiting now")
         exit_now(EXIT_CANCELLED)
     state["cancelling"] = True
     renderer.status("cancelling… (Ctrl-C again to exit at once)")
     state["task"] = asyncio.ensure_future(run.cancel())
+
+
+@dataclass(frozen=True)
+class RunChoices:
+    """What the command line chose for this run beyond the message and the session."""
+
+    tool_choice: str | None
+    limits: RunLimits | None
+    output: str
+    approve: str
 
 
 async def _run(
@@ -68,18 +85,22 @@ async def _run(
     from_message: str | None,
     orchestrator: bool,
     agent: str | None,
-    tool_choice: str | None,
-    limits: RunLimits | None,
+    choices: RunChoices,
 ) -> int:
-    from soong_agent.adapters.approvals.terminal import TerminalApprover
+    from soong_agent.entrypoints.cli.approve_modes import approver_for
     from soong_agent.entrypoints.containers import CliContainer
     from soong_agent.entrypoints.sdk import load, not_available, parse_tool_choice
 
     not_available(agent, orchestrator)
-    choice = parse_tool_choice(tool_choice)
+    choice = parse_tool_choice(choices.tool_choice)
+    limits = choices.limits
+    renderer: Renderer | JsonRenderer = Renderer()
+    if choices.output == "json":
+        from soong_agent.entrypoints.cli.json_output import JsonRenderer as Json
+
+        renderer = Json()
+    approver = approver_for(choices.approve, write=renderer.prompt)
     loaded = load(path, None)
-    renderer = Renderer()
-    approver = TerminalApprover(stdin=sys.stdin, write=renderer.prompt)
     container = CliContainer(loaded=loaded, approver=approver)
     try:
         service = container.services.run_service()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import sys
 from collections.abc import Sequence
 
 from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
+from soong_agent.entrypoints.cli.json_output import SCHEMA_VERSION
 from soong_agent.entrypoints.cli.render import call_preview
 from soong_agent.ports.errors import SessionNotFound
 from soong_agent.ports.events import RunEvent, UsageEvent
@@ -19,7 +21,7 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
 )
 from soong_agent.ports.secrets import SecretRedactor
-from soong_agent.ports.storage import SessionStore
+from soong_agent.ports.storage import SessionInfo, SessionStore
 from soong_agent.ports.streaming import Usage
 
 
@@ -39,13 +41,27 @@ def _store(path: str | None) -> tuple[SessionStore, SecretRedactor]:
     return store, redactor
 
 
-def list_sessions(*, path: str | None, limit: int) -> int:
+def _json(obj: object, redactor: SecretRedactor) -> str:
+    """One JSON line, scrubbed (rows written before scrubbing existed may hold a secret)."""
+    import json
+
+    return redactor.redact(json.dumps(obj, ensure_ascii=False, separators=(",", ":"))) + "\n"
+
+
+def _session_obj(session: SessionInfo) -> dict[str, object]:
+    return {"schema_version": SCHEMA_VERSION, "type": "session", **dataclasses.asdict(session)}
+
+
+def list_sessions(*, path: str | None, limit: int, output: str = "text") -> int:
     async def go() -> int:
         store, redactor = _store(path)
         try:
             sessions = await store.list_sessions(limit=limit)
         finally:
             await store.close()
+        if output == "json":  # one object per line, most recently used first
+            sys.stdout.write("".join(_json(_session_obj(s), redactor) for s in sessions))
+            return EXIT_OK
         if not sessions:
             sys.stdout.write("no sessions yet\n")
             return EXIT_OK
@@ -118,7 +134,7 @@ def transcript_lines(
     return lines
 
 
-def show_session(session_id: str, *, path: str | None) -> int:
+def show_session(session_id: str, *, path: str | None, output: str = "text") -> int:
     async def go() -> int:
         store, redactor = _store(path)
         try:
@@ -128,9 +144,19 @@ def show_session(session_id: str, *, path: str | None) -> int:
             path_messages = await store.active_path(session_id)
             everything = await store.all_messages(session_id)
             runs = await store.list_runs(session_id)
-            totals = {r.id: _run_totals(await store.run_events(r.id)) for r in runs}
+            events_of = {r.id: await store.run_events(r.id) for r in runs}
+            totals = {r.id: _run_totals(events_of[r.id]) for r in runs}
         finally:
             await store.close()
+        if output == "json":
+            shown = {
+                **_session_obj(session),
+                "runs": [{**dataclasses.asdict(r), "events": len(events_of[r.id])} for r in runs],
+                "messages": [m.model_dump(mode="json") for m in path_messages],
+                "other_messages": len(everything) - len(path_messages),
+            }
+            sys.stdout.write(_json(shown, redactor))
+            return EXIT_OK
         lines = [
             f"session {session.id}\n",
             f"project {session.project_dir}\n",
