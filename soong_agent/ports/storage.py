@@ -88,6 +88,19 @@ class SessionStore(Protocol):
         """A run's events in sequence order."""
         ...
 
+    async def get_mark(self, session_id: str, key: str) -> str | None:
+        """The session's mark named `key` (e.g. the last message memory extraction read), or
+        None when it has none (or there is no such session)."""
+        ...
+
+    async def set_mark(
+        self, session_id: str, key: str, value: str, *, previous: str | None
+    ) -> bool:
+        """Set the session's mark `key` to `value` if it is still `previous` (None: not set
+        yet), atomically, also against another process using the same store; False, writing
+        nothing, when it is not. `UsageError` for an unknown session."""
+        ...
+
     async def close(self) -> None:
         """Release connections; pending writes are finished first."""
         ...

@@ -492,3 +492,49 @@ async def test_path_to_an_earlier_message_follows_its_own_branch(store: SessionS
     assert [m.id for m in await store.path_to("ses_p", "c")] == ["a", "b", "c"]
     assert await store.path_to("ses_p", "nope") == []
     assert await store.path_to("ses_other", "a") == []
+
+
+# --- marks (MEM-3: what memory extraction has read) ------------------------------------------
+
+
+async def test_a_mark_is_compared_and_set(store: SessionStore) -> None:
+    await write_chain(store, "s1", ["u1"])
+    assert await store.get_mark("s1", "extract") is None
+    assert await store.set_mark("s1", "extract", "u1", previous="u0") is False
+    assert await store.get_mark("s1", "extract") is None
+    assert await store.set_mark("s1", "extract", "u1", previous=None) is True
+    assert await store.get_mark("s1", "extract") == "u1"
+    assert await store.set_mark("s1", "extract", "u9", previous=None) is False
+    assert await store.set_mark("s1", "extract", "u9", previous="u0") is False
+    assert await store.get_mark("s1", "extract") == "u1"
+    assert await store.set_mark("s1", "extract", "u2", previous="u1") is True
+    assert await store.get_mark("s1", "extract") == "u2"
+
+
+async def test_marks_are_per_session_and_key(store: SessionStore) -> None:
+    await write_chain(store, "s1", ["u1"])
+    await write_chain(store, "s2", ["v1"])
+    assert await store.set_mark("s1", "a", "x", previous=None)
+    assert await store.set_mark("s2", "a", "y", previous=None)
+    assert await store.set_mark("s1", "b", "z", previous=None)
+    assert [await store.get_mark(*k) for k in (("s1", "a"), ("s2", "a"), ("s1", "b"))] == [
+        "x",
+        "y",
+        "z",
+    ]
+    assert await store.get_mark("ghost", "a") is None
+
+
+async def test_a_mark_of_an_unknown_session_is_refused(store: SessionStore) -> None:
+    with pytest.raises(UsageError):
+        await store.set_mark("ghost", "a", "x", previous=None)
+    assert await store.get_mark("ghost", "a") is None
+
+
+async def test_a_closed_store_refuses_marks(store: SessionStore) -> None:
+    await write_chain(store, "s1", ["u1"])
+    await store.close()
+    with pytest.raises(UsageError):
+        await store.get_mark("s1", "a")
+    with pytest.raises(UsageError):
+        await store.set_mark("s1", "a", "x", previous=None)

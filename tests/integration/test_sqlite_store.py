@@ -380,4 +380,5 @@ def test_tables_module_can_be_reloaded() -> None:
         "messages",
         "events",
         "artifacts",
+        "session_marks",
     }

@@ -84,6 +84,7 @@ def test_the_row_helpers_carry_exactly_the_parameters_of_their_statements() -> N
     assert set(sql.event_rows([event])[0]) == _params(sql.INSERT_EVENT)
     assert set(sql.artifact_row(info, "r", T0)) == _params(sql.INSERT_ARTIFACT)
     assert set(tables.MESSAGE_PARAMS.values()) == _params(sql.INSERT_MESSAGE)
+    assert set(sql.mark_row("s", "k", "v", T0)) == _params(sql.UPSERT_MARK)
 
 
 def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> None:
@@ -101,6 +102,8 @@ def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> Non
     db.executemany(sql.INSERT_MESSAGE, sql.message_rows("s", messages, T0))
     db.executemany(sql.INSERT_EVENT, sql.event_rows([event]))
     db.execute(sql.INSERT_ARTIFACT, sql.artifact_row(info, "r", T0))
+    db.execute(sql.UPSERT_MARK, sql.mark_row("s", "k", "m0", T0))
+    db.execute(sql.UPSERT_MARK, sql.mark_row("s", "k", "m1", T0 + 1))
     db.execute("COMMIT")
 
     rows = db.execute(sql.GET_SESSION, {"sid": "s"}).fetchall()
@@ -112,6 +115,7 @@ def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> Non
     assert [r[0] for r in db.execute(sql.RUN_EVENTS, {"rid": "r"})] == [event.model_dump_json()]
     found = db.execute(sql.GET_ARTIFACT, {"aid": "art_1", "sid": "s"}).fetchall()
     assert sql.artifact_info(found[0]) == info
+    assert db.execute(sql.GET_MARK, {"sid": "s", "key": "k"}).fetchall() == [("m1",)]
     # parent_ordinal resolved within the batch: the walk goes leaf -> root
     for limit, ids in ((-1, ["m1", "m0"]), (10, ["m1", "m0"]), (1, ["m1"])):
         path = db.execute(sql.PATH_SQL, {"sid": "s", "limit": limit}).fetchall()
@@ -130,6 +134,7 @@ def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> Non
         (sql.LIST_RUNS, {"sid": "s"}),
         (sql.RUN_EVENTS, {"rid": "r"}),
         (sql.GET_ARTIFACT, {"aid": "a", "sid": "s"}),
+        (sql.GET_MARK, {"sid": "s", "key": "k"}),
     ],
 )
 def test_reads_never_scan_a_table(
@@ -138,3 +143,22 @@ def test_reads_never_scan_a_table(
     plan = [r[3] for r in db.execute("EXPLAIN QUERY PLAN " + statement, params).fetchall()]
     scans = [d for d in plan if d.startswith("SCAN") and d not in ("SCAN p", "SCAN path")]
     assert not scans, plan
+
+
+def test_a_version_1_database_gains_the_marks_table_when_opened(tmp_path: Path) -> None:
+    from soong_agent.adapters.storage import transactions
+
+    path = tmp_path / "v1.sqlite"
+    conn = transactions.connect(path, 1000)
+    conn.execute("BEGIN IMMEDIATE")
+    tables.create_schema(conn)
+    conn.execute("DROP TABLE session_marks")
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("COMMIT")
+    conn.close()
+    opened = transactions.open_database(path, lambda: transactions.connect(path, 1000))
+    try:
+        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 2
+        assert opened.execute(sql.GET_MARK, {"sid": "s", "key": "k"}).fetchall() == []
+    finally:
+        opened.close()

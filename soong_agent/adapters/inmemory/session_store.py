@@ -11,6 +11,7 @@ It follows the same contract as `SqliteSessionStore` (the shared contract suite 
 - A message's parent link is resolved when it is written: `parent_id` must name an earlier message
   of the same session (possibly earlier in the same batch), otherwise the message starts the path.
 - Unknown session or run ids give empty results (and `None` from `get_session`).
+- Marks (`get_mark`/`set_mark`) are compared and set at once; an unknown session's is refused.
 - After `close()` every method raises `UsageError`.
 
 `commits` keeps every batch given to `commit`, in order, for assertions.
@@ -60,6 +61,7 @@ class InMemorySessionStore:
         self._sessions: dict[str, _SessionData] = {}
         self._runs: dict[str, _RunData] = {}
         self._closed = False
+        self._marks: dict[tuple[str, str], str] = {}
         self.commits: list[TurnCommit] = []
 
     def _check_open(self) -> None:
@@ -181,6 +183,24 @@ class InMemorySessionStore:
         self._check_open()
         data = self._runs.get(run_id)
         return [] if data is None else [data.events[k] for k in sorted(data.events)]
+
+    async def get_mark(self, session_id: str, key: str) -> str | None:
+        """The session's mark named `key`, or None."""
+        self._check_open()
+        return self._marks.get((session_id, key))
+
+    async def set_mark(
+        self, session_id: str, key: str, value: str, *, previous: str | None
+    ) -> bool:
+        """Set the mark to `value` if it is still `previous` (None: not set yet); whether it
+        was written. `UsageError` for an unknown session."""
+        self._check_open()
+        if session_id not in self._sessions:
+            raise UsageError(f"cannot set the mark {key!r}: unknown session {session_id!r}")
+        if self._marks.get((session_id, key)) != previous:
+            return False
+        self._marks[(session_id, key)] = value
+        return True
 
     async def close(self) -> None:
         """Mark the store closed; later calls raise `UsageError`."""

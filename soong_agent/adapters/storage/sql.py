@@ -23,9 +23,12 @@ from soong_agent.ports.events import RunEvent, RunStatus
 from soong_agent.ports.messages import Message
 from soong_agent.ports.storage import RunInfo, SessionInfo
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Stored in `PRAGMA user_version` once the schema of `tables.py` has been created. It lives here
-(re-exported by `tables`) so that opening a current database needs no sqlmodel import."""
+(re-exported by `tables`) so that opening a current database needs no sqlmodel import.
+
+2 added `session_marks`; a version-1 database gets it when first opened (every table is created
+`IF NOT EXISTS`)."""
 
 # --- writes --------------------------------------------------------------------------------------
 
@@ -58,6 +61,11 @@ INSERT_ARTIFACT = (
     "INSERT INTO artifacts (id, session_id, run_id, filename, size, sha256, preview, created_at)"
     " VALUES (:id, :session_id, :run_id, :filename, :size, :sha256, :preview, :created_at)"
 )
+UPSERT_MARK = (
+    'INSERT INTO session_marks (session_id, "key", value, updated_at) VALUES (:session_id, :key,'
+    ' :value, :updated_at) ON CONFLICT (session_id, "key") DO UPDATE SET value = excluded.value,'
+    " updated_at = excluded.updated_at"
+)
 
 # --- reads ---------------------------------------------------------------------------------------
 
@@ -89,6 +97,11 @@ GET_ARTIFACT = (
     "FROM artifacts \n"
     "WHERE artifacts.id = :aid AND artifacts.session_id = :sid"
 )
+GET_MARK = (
+    "SELECT session_marks.value \n"
+    "FROM session_marks \n"
+    'WHERE session_marks.session_id = :sid AND session_marks."key" = :key'
+)
 
 PINNED = (
     "UPSERT_SESSION",
@@ -102,6 +115,8 @@ PINNED = (
     "LIST_RUNS",
     "RUN_EVENTS",
     "GET_ARTIFACT",
+    "GET_MARK",
+    "UPSERT_MARK",
 )
 """The names of the statements above that must equal `tables.compiled_statements()`."""
 
@@ -207,6 +222,11 @@ def artifact_row(info: ArtifactInfo, run_id: str | None, created_at: float) -> d
         "preview": info.preview,
         "created_at": created_at,
     }
+
+
+def mark_row(session_id: str, key: str, value: str, at: float) -> dict[str, Any]:
+    """Parameters of `UPSERT_MARK`."""
+    return {"session_id": session_id, "key": key, "value": value, "updated_at": at}
 
 
 # --- rows read -----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import gc
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -187,6 +188,33 @@ class _Database:
         rows = self._rows(sql.RUN_EVENTS, {"rid": run_id})
         return _validate_json_rows([r[0] for r in rows], _event_list().validate_json)
 
+    # --- marks -----------------------------------------------------------------------------
+
+    def get_mark(self, session_id: str, key: str) -> str | None:
+        rows = self._rows(sql.GET_MARK, {"sid": session_id, "key": key})
+        return str(rows[0][0]) if rows else None
+
+    def set_mark(self, session_id: str, key: str, value: str, previous: str | None) -> bool:
+        """Compare and set in one `BEGIN IMMEDIATE` transaction: no other writer, in this
+        process or another, can come between the read and the write."""
+        written = False
+
+        def work(c: sqlite3.Connection) -> None:
+            nonlocal written
+            rows = c.execute(sql.GET_MARK, {"sid": session_id, "key": key}).fetchall()
+            if (str(rows[0][0]) if rows else None) != previous:
+                return
+            c.execute(sql.UPSERT_MARK, sql.mark_row(session_id, key, value, time.time()))
+            written = True
+
+        try:
+            transactions.write(self.connection(), work)
+        except sqlite3.IntegrityError as exc:
+            raise UsageError(
+                f"cannot set the mark {key!r} of session {session_id!r} in {self.path}: {exc}"
+            ) from exc
+        return written
+
 
 class SqliteSessionStore:
     """A `SessionStore` in one SQLite file; several stores and processes may share the file.
@@ -268,6 +296,16 @@ class SqliteSessionStore:
     async def run_events(self, run_id: str) -> Sequence[RunEvent]:
         """A run's events in sequence order."""
         return await self._run(self._db.run_events, run_id)
+
+    async def get_mark(self, session_id: str, key: str) -> str | None:
+        """The session's mark named `key`, or None."""
+        return await self._run(self._db.get_mark, session_id, key)
+
+    async def set_mark(
+        self, session_id: str, key: str, value: str, *, previous: str | None
+    ) -> bool:
+        """Set the mark to `value` if it is still `previous`; whether it was written."""
+        return await self._run(self._db.set_mark, session_id, key, value, previous)
 
     async def close(self) -> None:
         """Finish pending work, then close the connection and stop the worker thread."""

@@ -148,11 +148,23 @@ class ArtifactRow(_Base, table=True):
     created_at: float
 
 
+class SessionMarkRow(_Base, table=True):
+    """A named mark of a session, e.g. the last message memory extraction read (MEM-3)."""
+
+    __tablename__ = "session_marks"
+
+    session_id: str = Field(foreign_key="sessions.id", primary_key=True)
+    key: str = Field(primary_key=True)
+    value: str
+    updated_at: float
+
+
 sessions = METADATA.tables["sessions"]
 runs = METADATA.tables["runs"]
 messages = METADATA.tables["messages"]
 events = METADATA.tables["events"]
 artifacts = METADATA.tables["artifacts"]
+session_marks = METADATA.tables["session_marks"]
 
 
 # --- DDL -----------------------------------------------------------------------------------------
@@ -201,6 +213,16 @@ def _upsert(table: Table, keep: tuple[str, ...]) -> str:
     update = {c: statement.excluded[c] for c in _columns(table, "id", *keep)}
     upsert = statement.on_conflict_do_update(index_elements=[table.c.id], set_=update)
     return str(upsert.compile(dialect=_SQLITE, column_keys=_columns(table)))
+
+
+def _upsert_mark() -> str:
+    """INSERT of a mark; on the same (session, key), value and time take the new ones."""
+    statement = sqlite_insert(session_marks)
+    upsert = statement.on_conflict_do_update(
+        index_elements=[session_marks.c.session_id, session_marks.c.key],
+        set_={"value": statement.excluded.value, "updated_at": statement.excluded.updated_at},
+    )
+    return str(upsert.compile(dialect=_SQLITE, column_keys=_columns(session_marks)))
 
 
 def _insert(table: Table, *skip: str) -> str:
@@ -301,4 +323,10 @@ def compiled_statements() -> dict[str, str]:
                 artifacts.c.id == bindparam("aid"), artifacts.c.session_id == sid
             )
         ),
+        "GET_MARK": _compile(
+            select(session_marks.c.value).where(
+                session_marks.c.session_id == sid, session_marks.c.key == bindparam("key")
+            )
+        ),
+        "UPSERT_MARK": _upsert_mark(),
     }
