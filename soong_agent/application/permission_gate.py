@@ -18,6 +18,7 @@ from typing import assert_never
 
 from pydantic import BaseModel
 
+from soong_agent.application.approval_detail import approval_detail
 from soong_agent.application.command_review import CommandReview, review_command, sandbox_problem
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
@@ -151,7 +152,15 @@ class PermissionGate:
             if self._approver is None:  # whatever write_without_callback says: never silently
                 return "deny", f"no approval callback, and this call must be asked about: {why}"
             return await self._ask(
-                self._approver, call, tool, request, f"{summary} [{why}]", rec, forced=why
+                self._approver,
+                call,
+                tool,
+                args,
+                ctx,
+                request,
+                f"{summary} [{why}]",
+                rec,
+                forced=why,
             )
         match outcome:
             case "allow":
@@ -159,7 +168,7 @@ class PermissionGate:
             case "ask":
                 if self._approver is None:
                     return permissions.without_approver(self._policy)
-                return await self._ask(self._approver, call, tool, request, summary, rec)
+                return await self._ask(self._approver, call, tool, args, ctx, request, summary, rec)
             case _:
                 assert_never(outcome)
 
@@ -249,6 +258,8 @@ class PermissionGate:
         approver: Approver,
         call: ToolCallBlock,
         tool: Tool,
+        args: BaseModel,
+        ctx: ToolContext,
         request: permissions.PermissionRequest,
         summary: str,
         rec: RunRecorder,
@@ -270,6 +281,10 @@ class PermissionGate:
             await self._hooks.notification(
                 rec, f"soong-agent asks to approve {tool.name}: {summary}"
             )
+        command = request.target if request.target_kind == "command" else None
+        detail = await approval_detail(
+            tool, args, ctx, summary=summary, command=command, shell=request.shell
+        )
         answer = await approver.decide(
             ApprovalRequest(
                 tool=tool.name,
@@ -277,6 +292,7 @@ class PermissionGate:
                 permission_class=tool.permission_class,
                 summary=summary,
                 session_scope=covers,
+                detail=detail,
             )
         )
         match answer:

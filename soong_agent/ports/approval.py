@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -9,6 +10,20 @@ Decision = Literal["allow_once", "allow_for_session", "deny"]
 """The user's answer to an approval request, and the decision a tool call runs (or not) under."""
 
 PermissionClass = Literal["read_only", "write", "exec", "network"]
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` safe to show on a terminal: every control character but newline and tab (escape
+    sequences, carriage returns, backspaces) and every bidirectional override, which could
+    hide or rewrite what is shown, becomes its visible escape, e.g. ``\\x1b``, ``\\u202e``."""
+    return _CONTROL.sub(lambda m: _escaped(m.group()), text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +36,11 @@ class ApprovalRequest:
         permission_class: what kind of effect the call has.
         summary: one line saying what the call will do.
         session_scope: what an `allow_for_session` answer would cover, shown before answering.
+        detail: what the call would change, shown below the summary: a unified diff of a file
+            write or edit (a new file as a diff from ``/dev/null``), the parts of a command line,
+            a URL and its host; empty when there is nothing more to show. Plain text: no
+            terminal codes, control characters made visible (see `printable`); a terminal
+            colours a diff itself, by the first character of each line, and cuts a long one.
     """
 
     tool: str
@@ -28,6 +48,7 @@ class ApprovalRequest:
     permission_class: PermissionClass
     summary: str
     session_scope: str
+    detail: str = ""
 
 
 @runtime_checkable

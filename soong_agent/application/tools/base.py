@@ -45,6 +45,7 @@ class ToolContext:
 
 Handler = Callable[[Any, ToolContext], Awaitable[ToolOutput]]
 Describer = Callable[[Any, ToolContext], tuple[str, str]]
+Previewer = Callable[[Any, ToolContext], Awaitable[str]]
 
 
 def _whole_tool(args: Any, ctx: ToolContext) -> tuple[str, str]:
@@ -75,6 +76,9 @@ class Tool:
     parameters: dict[str, Any] | None = None
     """The JSON schema the model is shown, when it is not `args_model`'s (MCP tools carry
     their server's schema; their arguments are checked by the server)."""
+    preview: Previewer | None = None
+    """What a call would change, in plain text (a file tool's unified diff), for the approval
+    prompt's `detail`; called only when a person is about to be asked."""
 
     @property
     def spec(self) -> ToolSpec:

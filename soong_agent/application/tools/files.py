@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from pydantic import AliasChoices, Field
@@ -121,6 +122,80 @@ def _describe_write(args: WriteFileArgs, ctx: ToolContext) -> tuple[str, str]:
     return directory_scope(shown), f"write {size} bytes to {shown}"
 
 
+DIFF_MAX_BYTES = 1024 * 1024
+"""A file bigger than this (before or after the change) is not diffed for the approval prompt."""
+
+
+def _diff_lines(text: str) -> list[str]:
+    """`text` as lines split at ``\\n`` only (``str.splitlines`` also splits at form feeds and
+    other separators a file may hold inside a line), each keeping its newline."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def unified_diff(before: str | None, after: str, shown: str) -> str:
+    """The change from `before` to `after` of the file shown as `shown`, as a unified diff
+    with three lines of context (`before` None: a new file, a diff from ``/dev/null``); a
+    line without a final newline is marked as git marks it. A note in parentheses when there
+    is nothing to diff."""
+    if before == after:
+        return f"(no change: {shown} already holds this content)"
+    if before is None and not after:
+        return f"(a new empty file {shown})"
+    label = shown if shown.startswith(("/", "~")) else f"b/{shown}"
+    old_label = "/dev/null" if before is None else label.replace("b/", "a/", 1)
+    out: list[str] = []
+    for line in difflib.unified_diff(
+        _diff_lines(before or ""), _diff_lines(after), old_label, label, n=3
+    ):
+        if line.endswith("\n"):
+            out.append(line[:-1].removesuffix("\r"))
+        else:
+            out += [line, "\\ No newline at end of file"]
+    return "\n".join(out)
+
+
+async def _current_text(path: str, ctx: ToolContext) -> str | bytes | None:
+    """What the file at `path` holds now, for a diff: its text, its first bytes when it is
+    not UTF-8 text or too big to diff, None when there is no file."""
+    try:
+        data = await ctx.fs.read_bytes(path, max_bytes=DIFF_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > DIFF_MAX_BYTES or b"\x00" in data[:8192]:
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+async def _preview_write(args: WriteFileArgs, ctx: ToolContext) -> str:
+    """The approval prompt's view of a write: the diff against the current file, or a new
+    file as a diff from nothing (whose first lines the prompt shows)."""
+    shown = ctx.fs.display_path(args.path)
+    before = await _current_text(args.path, ctx)
+    size = len(args.content.encode("utf-8"))
+    if isinstance(before, bytes):
+        what = (
+            "binary"
+            if b"\x00" in before[:8192]
+            else "large"
+            if len(before) > DIFF_MAX_BYTES
+            else "non-UTF-8"
+        )
+        return (
+            f"(no diff: {shown} is a {what} file of {await ctx.fs.file_size(args.path)} bytes; "
+            f"it would be replaced by {size} bytes of text)"
+        )
+    if before is not None and size > DIFF_MAX_BYTES:
+        return f"(no diff: the new content of {shown} is {size} bytes, too big to compare)"
+    return unified_diff(before, args.content, shown)
+
+
 async def write_file(args: WriteFileArgs, ctx: ToolContext) -> ToolOutput:
     existed = await ctx.fs.exists(args.path)
     await ctx.fs.write_text(args.path, args.content)
@@ -152,9 +227,10 @@ def _line_numbers(text: str, needle: str, most: int = 10) -> list[int]:
     return numbers
 
 
-async def edit_file(args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
-    shown = ctx.fs.display_path(args.path)
-    data = await ctx.fs.read_bytes(args.path)
+def _edited(data: bytes, args: EditFileArgs, shown: str) -> tuple[str, str, int] | ToolOutput:
+    """The edit applied to the file's bytes: (text before, text after, replacements), or the
+    error the model is told when it cannot be applied. The tool and its preview both use it,
+    so the diff a person approves is the change the tool makes."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -169,8 +245,34 @@ async def edit_file(args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
             "Include more surrounding text to make it unique, or set replace_all.",
             is_error=True,
         )
-    await ctx.fs.write_text(args.path, text.replace(args.old_string, args.new_string))
+    return text, text.replace(args.old_string, args.new_string), count
+
+
+async def edit_file(args: EditFileArgs, ctx: ToolContext) -> ToolOutput:
+    shown = ctx.fs.display_path(args.path)
+    edited = _edited(await ctx.fs.read_bytes(args.path), args, shown)
+    if isinstance(edited, ToolOutput):
+        return edited
+    _, after, count = edited
+    await ctx.fs.write_text(args.path, after)
     return ToolOutput(f"edited {shown}: {count} replacement{'s' if count > 1 else ''}")
+
+
+async def _preview_edit(args: EditFileArgs, ctx: ToolContext) -> str:
+    """The approval prompt's view of an edit: the diff of the file as the tool would leave
+    it, or why the tool would refuse it."""
+    shown = ctx.fs.display_path(args.path)
+    try:
+        size = await ctx.fs.file_size(args.path)
+    except FileNotFoundError:
+        return f"(the edit would fail: {shown} does not exist)"
+    if size > DIFF_MAX_BYTES:
+        return f"(no diff: {shown} is {size} bytes, too big to compare)"
+    edited = _edited(await ctx.fs.read_bytes(args.path), args, shown)
+    if isinstance(edited, ToolOutput):
+        return f"(the edit would fail: {edited.content})"
+    before, after, _ = edited
+    return unified_diff(before, after, shown)
 
 
 def file_tools() -> list[Tool]:
@@ -192,6 +294,7 @@ def file_tools() -> list[Tool]:
             write_file,
             permission_class="write",
             describe=_describe_write,
+            preview=_preview_write,
         ),
         Tool(
             "edit_file",
@@ -201,5 +304,6 @@ def file_tools() -> list[Tool]:
             edit_file,
             permission_class="write",
             describe=_describe_edit,
+            preview=_preview_edit,
         ),
     ]

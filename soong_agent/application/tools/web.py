@@ -30,6 +30,19 @@ def _describe(args: WebFetchArgs, ctx: ToolContext) -> tuple[str, str]:
     return url_host(args.url), f"fetch {args.url}"
 
 
+async def _preview(args: WebFetchArgs, ctx: ToolContext) -> str:
+    """The approval prompt's view of a fetch: the URL and the host it names (with its ASCII
+    form when the name is not ASCII, where look-alike letters hide)."""
+    host = url_host(args.url)
+    shown = host
+    if not host.isascii():
+        try:
+            shown = f"{host} (ASCII form: {host.encode('idna').decode('ascii')})"
+        except UnicodeError as exc:
+            shown = f"{host} (not a valid host name: {exc})"
+    return f"URL: {args.url.strip()}\nhost: {shown}"
+
+
 def render_fetch(result: FetchResult, *, max_chars: int | None, max_bytes: int) -> str:
     """What the model reads: the final URL, status and type, then the text (cut if asked)."""
     content_type = result.content_type or "no content type"
@@ -65,4 +78,5 @@ def web_fetch_tool(*, fetcher: WebFetcher, max_bytes: int, timeout_s: float = 30
         web_fetch,
         permission_class="network",
         describe=_describe,
+        preview=_preview,
     )
