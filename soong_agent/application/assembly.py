@@ -8,12 +8,13 @@ and so will sub-agent, fork and worker runs: they differ only in the `RunSpec` t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import ContextWindow
 from soong_agent.application.hooks import HookContext, HookPipeline, RunHooks
+from soong_agent.application.instructions import FolderInstructions
 from soong_agent.application.loop import AgentLoop, LoopSettings
 from soong_agent.application.mcp_run import McpRunLink
 from soong_agent.application.mcp_tools import McpTools, RunTools
@@ -26,6 +27,7 @@ from soong_agent.application.tools.base import ToolContext, ToolRegistry
 from soong_agent.application.tools.compact import compact_tool
 from soong_agent.application.tools.skills import skills_catalogue_text
 from soong_agent.domain.budget import ContextBudget, compute_budget
+from soong_agent.domain.compaction import approx_tokens
 from soong_agent.domain.config.schema import (
     CompactConfig,
     ContextConfig,
@@ -33,7 +35,7 @@ from soong_agent.domain.config.schema import (
     PermissionsConfig,
 )
 from soong_agent.domain.permissions import SessionGrants
-from soong_agent.domain.prompt import assemble_system_prompt
+from soong_agent.domain.prompt import assemble_system_prompt, fit_instructions
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.skills import DEFAULT_CATALOGUE_TOKENS
 from soong_agent.domain.token_estimate import ProviderCalibration
@@ -44,7 +46,7 @@ from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.mcp import McpHub
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ModelProvider, SystemPart, ToolChoice
-from soong_agent.ports.prompt import ContextSource
+from soong_agent.ports.prompt import ContextSource, InstructionDoc
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.skills import SkillSource
@@ -154,9 +156,11 @@ class RunAssembler:
         """The spec's tools plus the run's own `compact` tool."""
         return ToolRegistry([*spec.tools.tools(), compact_tool(compaction.request)])
 
-    def system_prompt(self, tools: ToolRegistry | RunTools) -> list[SystemPart]:
+    def system_prompt(
+        self, tools: ToolRegistry | RunTools, folders: FolderInstructions | None = None
+    ) -> list[SystemPart]:
         """The system prompt of a run with these tools (PROMPT-1); deferred MCP tools are
-        listed by name and one line."""
+        listed by name and one line; `folders`: the folder instruction files the run loaded."""
         registry = tools.registry if isinstance(tools, RunTools) else tools
         skills = self.ports.skills
         catalogue = ""
@@ -165,9 +169,22 @@ class RunAssembler:
         return assemble_system_prompt(
             skills=catalogue,
             tools=tools.catalogue() if isinstance(tools, RunTools) else tools.specs(),
-            instructions=self.ports.context.instructions(),
+            instructions=self.instruction_chain(folders),
             environment=self.ports.context.environment(),
         )
+
+    def instruction_chain(self, folders: FolderInstructions | None = None) -> list[InstructionDoc]:
+        """Home, project, then the loaded folders' files (PROMPT-2), cut to fit the system
+        budget (`context.dynamic_system_budget`, as fitted to the window), least specific
+        first."""
+        docs = [*self.ports.context.instructions(), *(folders.docs if folders else ())]
+        counter = self.ports.token_counter
+        count = counter.count if counter is not None else approx_tokens
+        try:
+            budget = self.budget().system
+        except ConfigError:  # the window cannot work at all: the run fails on that, with that
+            budget = self.policies.context.dynamic_system_budget  # error, when it measures
+        return fit_instructions(docs, budget, count)
 
     def budget(self, system_tokens: int = 0) -> ContextBudget:
         """The main model's effective context budget; ConfigError when the window cannot work."""
@@ -201,17 +218,22 @@ class RunAssembler:
         history: list[Message],
         grants: SessionGrants,
         mcp_loaded: Iterable[str] = (),
+        earlier: Sequence[Message] = (),
     ) -> AssembledRun:
         """The loop of one run and everything it works with; nothing is written yet.
 
         `mcp_loaded`: deferred MCP tools the session loaded before (`mcp_tools.loaded_in`).
+        `earlier`: the session's stored messages (every branch), whose tool calls say which
+        folders' instruction files a resumed session had loaded (PROMPT-2).
         Raises ConfigError when the model's window cannot hold this run's system prompt.
         """
         ports, policies = self.ports, self.policies
         compaction = CompactionRequests()
         tools = self.tools_of(spec, compaction)
         run_tools, link = self._mcp(tools, mcp_loaded)
-        system = self.system_prompt(run_tools or tools)
+        folders = FolderInstructions(ports.context, root=ports.fs.root)
+        folders.replay(earlier)
+        system = self.system_prompt(run_tools or tools, folders)
         context = self._context_window(system, tools, session.id)
         context.measure(history)  # a window that cannot work fails here, before any write
         run = Run(
@@ -252,7 +274,8 @@ class RunAssembler:
             hooks=hooks,
             mcp=link,
             run_tools=run_tools,
-            system_of=(lambda: self.system_prompt(run_tools)) if run_tools is not None else None,
+            system_of=lambda: self.system_prompt(run_tools or tools, folders),
+            instructions=folders,
         )
         recorder = RunRecorder(
             run=run,

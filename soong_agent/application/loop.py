@@ -11,6 +11,7 @@ from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_fitting import ContextFitting
 from soong_agent.application.context_window import ContextWindow
 from soong_agent.application.hooks import RunHooks
+from soong_agent.application.instructions import FolderInstructions
 from soong_agent.application.mcp_run import McpRunLink
 from soong_agent.application.mcp_tools import RunTools
 from soong_agent.application.recorder import RunRecorder
@@ -96,6 +97,7 @@ class AgentLoop:
         mcp: McpRunLink | None = None,
         run_tools: RunTools | None = None,
         system_of: Callable[[], list[SystemPart]] | None = None,
+        instructions: FolderInstructions | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -114,6 +116,7 @@ class AgentLoop:
         self._mcp = mcp
         self._run_tools = run_tools
         self._system_of = system_of
+        self._instructions = instructions
         self._fitting = ContextFitting(context, self._compaction, hooks)
         self._clock = clock
         self._steering = Steering(
@@ -180,6 +183,8 @@ class AgentLoop:
                 return "budget_exhausted", spent
             self._turns += 1
             changed = self._mcp is not None and await self._mcp.before_call()
+            if self._instructions is not None and self._instructions.take_changed():
+                changed = True  # a folder's instruction file joins the chain (PROMPT-2)
             if changed and self._system_of is not None:  # the tools section lists new tools
                 self._system = self._system_of()
             await self._fitting.fit(rec)
@@ -207,6 +212,8 @@ class AgentLoop:
                 results = await self._pipeline.run_all(turn.calls, rec, self._ctx)
                 self._turn = None
                 tools = rec.add_message(Message(role="tool", content=list(results)))
+                if self._instructions is not None:
+                    self._instructions.after_tools(turn.calls, results, rec)
             elif turn.stop == "max_tokens" and continuations < self._settings.max_continuations:
                 continuations += 1
                 rec.add_message(

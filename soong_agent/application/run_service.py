@@ -96,9 +96,9 @@ class RunService:
             model=spec.settings.model_label,
         )
         grants = self._grants.setdefault(session.id, SessionGrants())
-        loaded: set[str] = set()
-        if session_id is not None and ports.mcp is not None:  # deferred tools loaded before
-            loaded = loaded_in(await ports.store.all_messages(session.id))
+        # every branch: what was loaded before (deferred MCP tools, folder instructions)
+        earlier = await ports.store.all_messages(session.id) if session_id is not None else []
+        loaded = loaded_in(earlier) if ports.mcp is not None else set()
         assembled = self._assembler.assemble(
             spec,
             session=session,
@@ -106,6 +106,7 @@ class RunService:
             history=history,
             grants=grants,
             mcp_loaded=loaded,
+            earlier=earlier,
         )
         task = asyncio.create_task(
             assembled.loop.run(assembled.recorder, message, resumed=session_id is not None),

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 from soong_agent.ports.model import SystemPart, ToolSpec
 from soong_agent.ports.prompt import EnvironmentInfo, InstructionDoc
@@ -24,13 +25,75 @@ def tools_section(tools: Sequence[ToolSpec]) -> str:
     return "\n".join(lines)
 
 
+_CHAIN_HEADER = "Instructions from the user and the project (later ones are more specific):"
+
+
+def instruction_part(doc: InstructionDoc) -> str:
+    """One part of the chain, labelled with its source (and, for a folder's file, the folder
+    it applies to)."""
+    folder = f' folder="{doc.folder}"' if doc.folder is not None else ""
+    return f'<instructions source="{doc.source}"{folder}>\n{doc.text}\n</instructions>'
+
+
 def instructions_section(docs: Sequence[InstructionDoc]) -> str | None:
     """The instruction chain, each part labelled with its source."""
     if not docs:
         return None
-    parts = ["Instructions from the user and the project (later ones are more specific):"]
-    parts += [f'<instructions source="{d.source}">\n{d.text}\n</instructions>' for d in docs]
-    return "\n\n".join(parts)
+    return "\n\n".join([_CHAIN_HEADER, *(instruction_part(d) for d in docs)])
+
+
+def truncation_marker(source: str) -> str:
+    """What stands where a part of the chain was cut (PROMPT-2)."""
+    return f"[truncated: {source} cut to fit the instruction budget]"
+
+
+def fit_instructions(
+    docs: Sequence[InstructionDoc], budget: int, count: Callable[[str], int]
+) -> list[InstructionDoc]:
+    """The chain cut to fit `budget` tokens as `instructions_section` renders it (PROMPT-2).
+
+    Later (more specific) parts win the space: the least specific part is cut first, from its
+    end, and a part with no room left keeps only the marker naming it, so every cut is visible.
+    `count` is called only when the chain's UTF-8 size is over `budget` (a token is never
+    shorter than one byte), so a short chain never loads a tokenizer. Markers are kept even
+    when the budget cannot hold them.
+    """
+    section = instructions_section(docs)
+    if section is None or len(section.encode("utf-8")) <= budget:
+        return list(docs)
+    joint = count("\n\n")
+    left = budget - count(_CHAIN_HEADER)
+    stubs = [dataclasses.replace(d, text=truncation_marker(d.source)) for d in docs]
+    stub_costs = [count(instruction_part(s)) + joint for s in stubs]
+    fitted = list(stubs)
+    for i in range(len(docs) - 1, -1, -1):
+        cost = count(instruction_part(docs[i])) + joint
+        room = left - sum(stub_costs[:i])
+        if cost <= room:
+            fitted[i] = docs[i]
+            left -= cost
+            continue
+        fitted[i] = _cut_doc(docs[i], room - joint, count) or stubs[i]
+        break
+    return fitted
+
+
+def _cut_doc(doc: InstructionDoc, room: int, count: Callable[[str], int]) -> InstructionDoc | None:
+    """The longest head of `doc`, with the marker, whose part fits `room` tokens; None when not
+    even a line of it does."""
+
+    def cut(chars: int) -> InstructionDoc:
+        head = doc.text[:chars].rstrip()
+        return dataclasses.replace(doc, text=f"{head}\n{truncation_marker(doc.source)}")
+
+    low, high = 0, len(doc.text)
+    while low < high:  # the largest `chars` whose cut fits
+        mid = (low + high + 1) // 2
+        if count(instruction_part(cut(mid))) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return cut(low) if doc.text[:low].strip() else None
 
 
 def environment_section(env: EnvironmentInfo) -> str:

@@ -246,6 +246,17 @@ class MemoryRejected(_Event):
     reasons: list[str] = Field(default_factory=list)
 
 
+class InstructionsLoaded(_Event):
+    """The instruction file of a folder inside the project joined the system prompt (PROMPT-2):
+    the agent read, wrote or listed something under `folder` for the first time. `path` is the
+    file, relative to the project; `bytes` the size of its text."""
+
+    type: Literal["instructions_loaded"] = "instructions_loaded"
+    path: str
+    folder: str
+    bytes: int
+
+
 class ChildAgentEvent(_Event):
     """An event of a child agent, forwarded to its parent run."""
 
@@ -303,6 +314,7 @@ RunEvent = Annotated[
     | HookRan
     | HookFailed
     | MemoryRejected
+    | InstructionsLoaded
     | ChildAgentEvent
     | ErrorEvent
     | UsageEvent

@@ -129,6 +129,9 @@ def test_values_are_read_at_each_call_not_at_construction(secrets: SecretKit) ->
 
 HOME_DOC = "Home rules: be brief."
 PROJECT_DOC = "Project rules: run the tests."
+PKG_CLAUDE = "pkg: keep the API stable."
+PKG_AGENTS = "pkg: type everything."
+SUB_AGENTS = "pkg/sub: no I/O here."
 
 
 def _static(_home: Path, project: Path) -> ContextSource:
@@ -138,6 +141,10 @@ def _static(_home: Path, project: Path) -> ContextSource:
             InstructionDoc("<project>/CLAUDE.md", PROJECT_DOC),
         ],
         EnvironmentInfo(cwd=str(project), platform="test", date="2026-01-01"),
+        folders={
+            "pkg": {"AGENTS.md": PKG_AGENTS, "CLAUDE.md": PKG_CLAUDE},
+            "pkg/sub": {"AGENTS.md": SUB_AGENTS},
+        },
     )
 
 
@@ -145,6 +152,15 @@ def _files(home: Path, project: Path) -> ContextSource:
     (home / "AGENTS.md").write_text(HOME_DOC + "\n", encoding="utf-8")
     (home / "CLAUDE.md").write_text("  \n", encoding="utf-8")  # empty: skipped
     (project / "CLAUDE.md").write_text(PROJECT_DOC, encoding="utf-8")
+    (project / "pkg" / "sub").mkdir(parents=True)
+    (project / "pkg" / "AGENTS.md").write_text(PKG_AGENTS, encoding="utf-8")
+    (project / "pkg" / "CLAUDE.md").write_text(PKG_CLAUDE, encoding="utf-8")
+    (project / "pkg" / "sub" / "AGENTS.md").write_text(SUB_AGENTS + "\n", encoding="utf-8")
+    (project / "pkg" / "x.py").write_text("x = 1\n", encoding="utf-8")
+    (project / "empty").mkdir()
+    (project / "empty" / "AGENTS.md").write_text("\n", encoding="utf-8")  # empty: skipped
+    (home / "outside").mkdir()
+    (home / "outside" / "AGENTS.md").write_text("not the project's", encoding="utf-8")
     return FileContextSource(home=home, project=project, today=dt.date(2026, 1, 1))
 
 
@@ -181,6 +197,50 @@ def test_environment_names_the_project_and_an_iso_date(context: tuple[ContextSou
     assert env.cwd == str(project)
     assert dt.date.fromisoformat(env.date) == dt.date(2026, 1, 1)
     assert env.platform
+
+
+def test_a_folder_gives_its_claude_then_agents_file_labelled(
+    context: tuple[ContextSource, Path],
+) -> None:
+    source, _ = context
+    assert source.folder_instructions("pkg") == [
+        InstructionDoc("<project>/pkg/CLAUDE.md", PKG_CLAUDE, folder="pkg"),
+        InstructionDoc("<project>/pkg/AGENTS.md", PKG_AGENTS, folder="pkg"),
+    ]
+    assert source.folder_instructions("pkg/sub") == [
+        InstructionDoc("<project>/pkg/sub/AGENTS.md", SUB_AGENTS, folder="pkg/sub")
+    ]
+
+
+@pytest.mark.parametrize(
+    "folder", ["empty", "missing", "pkg/x.py", "../home/outside", "/etc", "pkg/../../home/outside"]
+)
+def test_a_folder_without_files_or_outside_the_project_gives_none(
+    context: tuple[ContextSource, Path], folder: str
+) -> None:
+    source, _ = context
+    assert source.folder_instructions(folder) == []
+
+
+def test_the_files_source_does_not_follow_a_symlink_out_of_the_project(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / "outside").mkdir(parents=True)
+    (home / "outside" / "AGENTS.md").write_text("secret instructions", encoding="utf-8")
+    (project / "real").mkdir(parents=True)
+    (project / "link").symlink_to(home / "outside")
+    (project / "real" / "AGENTS.md").symlink_to(home / "outside" / "AGENTS.md")
+    source = FileContextSource(home=home, project=project)
+    assert source.folder_instructions("link") == []
+    assert source.folder_instructions("real") == []
+
+
+def test_the_static_source_refuses_bad_folders_and_names() -> None:
+    with pytest.raises(ValueError):
+        StaticContextSource(folders={"../up": {"AGENTS.md": "x"}})
+    with pytest.raises(ValueError):
+        StaticContextSource(folders={"pkg": {"README.md": "x"}})
+    with pytest.raises(ValueError):
+        StaticContextSource(folders={"pkg": {"AGENTS.md": " "}})
 
 
 def test_the_static_source_refuses_an_empty_doc() -> None:

@@ -94,23 +94,52 @@ class RecordingApprover:
 class StaticContextSource:
     """A prompt context source with fixed instruction docs and environment.
 
+    `folders` maps a folder inside the project (posix, relative: ``pkg/sub``) to its instruction
+    files by name (``{"AGENTS.md": "text"}``), returned as the real source returns them:
+    `CLAUDE.md` before `AGENTS.md`, labelled ``<project>/<folder>/<name>``. `reads` lists the
+    folders asked for, in order.
+
     Like the real source, which skips empty files, it never returns a doc without text: one
-    given here is refused (ValueError).
+    given here is refused (ValueError), and so are other file names and folders that are not a
+    clean relative path.
     """
 
     def __init__(
         self,
         docs: Iterable[InstructionDoc] = (),
         env: EnvironmentInfo | None = None,
+        *,
+        folders: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self._docs = list(docs)
         for doc in self._docs:
             if not doc.text.strip():
                 raise ValueError(f"instruction doc {doc.source!r} has no text")
         self._env = env or EnvironmentInfo(cwd="/project", platform="test", date="2026-01-01")
+        self._folders: dict[str, list[InstructionDoc]] = {}
+        for folder, files in (folders or {}).items():
+            parts = folder.split("/")
+            if folder.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise ValueError(f"folder {folder!r} is not a clean path inside the project")
+            unknown = set(files) - {"CLAUDE.md", "AGENTS.md"}
+            if unknown:
+                raise ValueError(f"folder {folder!r}: only CLAUDE.md and AGENTS.md, not {unknown}")
+            found: list[InstructionDoc] = []
+            for name in ("CLAUDE.md", "AGENTS.md"):
+                if name not in files:
+                    continue
+                if not files[name].strip():
+                    raise ValueError(f"instruction doc {folder}/{name} has no text")
+                found.append(InstructionDoc(f"<project>/{folder}/{name}", files[name], folder))
+            self._folders[folder] = found
+        self.reads: list[str] = []
 
     def instructions(self) -> list[InstructionDoc]:
         return list(self._docs)
+
+    def folder_instructions(self, folder: str) -> list[InstructionDoc]:
+        self.reads.append(folder)
+        return list(self._folders.get(folder, ()))
 
     def environment(self) -> EnvironmentInfo:
         return self._env

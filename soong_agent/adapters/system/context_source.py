@@ -13,14 +13,31 @@ _MAX_DOC_BYTES = 64 * 1024
 _NAMES = ("CLAUDE.md", "AGENTS.md")
 
 
-def _read(path: str, label: str) -> InstructionDoc | None:
+def _read(path: str, label: str, folder: str | None = None) -> InstructionDoc | None:
     try:
         with open(path, "rb") as file:
             data = file.read(_MAX_DOC_BYTES)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
         return None
     text = data.decode("utf-8", errors="replace").strip()
-    return InstructionDoc(source=label, text=text) if text else None
+    return InstructionDoc(source=label, text=text, folder=folder) if text else None
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether the real path of `path` is `root` (a real path) or below it."""
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _project_folder(folder: str) -> str | None:
+    """`folder` as a clean relative posix path (``pkg/sub``), or None when it is the project
+    itself or names something outside it (absolute, ``..``)."""
+    if not folder or folder.startswith(("/", "\\")) or "\x00" in folder:
+        return None
+    parts = [p for p in folder.split("/") if p not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    return "/".join(parts)
 
 
 def _markdown_below(folder: str) -> list[str]:
@@ -88,6 +105,26 @@ class FileContextSource:
                     docs.append(doc)
         for name in _NAMES:
             doc = _read(os.path.join(project, name), f"<project>/{name}")
+            if doc:
+                docs.append(doc)
+        return docs
+
+    def folder_instructions(self, folder: str) -> list[InstructionDoc]:
+        """The `CLAUDE.md` and `AGENTS.md` of a folder inside the project (PROMPT-2); none
+        through a symlink that leads out of the project."""
+        clean = _project_folder(folder)
+        if clean is None:
+            return []
+        root = os.path.realpath(self._project)
+        where = os.path.join(root, *clean.split("/"))
+        if not os.path.isdir(where) or not _inside(where, root):
+            return []
+        docs: list[InstructionDoc] = []
+        for name in _NAMES:
+            path = os.path.join(where, name)
+            if not _inside(path, root):  # the file itself a symlink out of the project
+                continue
+            doc = _read(path, f"<project>/{clean}/{name}", clean)
             if doc:
                 docs.append(doc)
         return docs
