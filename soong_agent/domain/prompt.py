@@ -115,9 +115,10 @@ def assemble_system_prompt(
     environment: EnvironmentInfo,
     identity: str = IDENTITY,
     skills: str = "",
+    memory: str = "",
 ) -> list[SystemPart]:
     """Identity, tools, the skills catalogue (SKILL-1), instruction chain, then the dynamic
-    environment."""
+    parts: the memories recalled for this run (MEM-4) and the environment."""
     parts = [
         SystemPart(label="identity", text=identity),
         SystemPart(label="tools", text=tools_section(tools)),
@@ -127,6 +128,8 @@ def assemble_system_prompt(
     chain = instructions_section(instructions)
     if chain:
         parts.append(SystemPart(label="instructions", text=chain))
+    if memory:
+        parts.append(SystemPart(label="memory", text=memory, stable=False))
     parts.append(
         SystemPart(label="environment", text=environment_section(environment), stable=False)
     )

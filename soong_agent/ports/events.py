@@ -246,6 +246,20 @@ class MemoryRejected(_Event):
     reasons: list[str] = Field(default_factory=list)
 
 
+class MemoryRecalled(_Event):
+    """Memories were recalled into this run's system prompt (MEM-4). It comes before
+    `run_started`: recall happens before the run begins. `names` are the memories whose text
+    the prompt holds, in order; `method` says who chose them: ``model`` (the recall model),
+    ``lexical`` (BM25 over the catalogue, because the recall model failed, timed out or
+    answered garbage) or ``none`` (nothing was chosen: `recall_top_k` or the memory budget is
+    0, or the memory folder could not be read); `reason` says why, on one line."""
+
+    type: Literal["memory_recalled"] = "memory_recalled"
+    method: Literal["model", "lexical", "none"]
+    names: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
 class InstructionsLoaded(_Event):
     """The instruction file of a folder inside the project joined the system prompt (PROMPT-2):
     the agent read, wrote or listed something under `folder` for the first time. `path` is the
@@ -314,6 +328,7 @@ RunEvent = Annotated[
     | HookRan
     | HookFailed
     | MemoryRejected
+    | MemoryRecalled
     | InstructionsLoaded
     | ChildAgentEvent
     | ErrorEvent
