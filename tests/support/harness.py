@@ -22,6 +22,7 @@ from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.stuck import StuckSettings
 from soong_agent.ports.approval import Approver
 from soong_agent.ports.mcp import McpHub
+from soong_agent.ports.prompt import ContextSource
 from soong_agent.testing import (
     FixedClock,
     InMemoryArtifactStore,
@@ -59,6 +60,7 @@ class Harness:
     mcp_config: McpToolsConfig = field(default_factory=McpToolsConfig)
     defer_threshold: int = 15
     max_stop_continuations: int = 3
+    context: ContextSource = field(default_factory=StaticContextSource)
     _service: RunService | None = None
 
     @property
@@ -70,7 +72,7 @@ class Harness:
                     provider=self.model,
                     store=self.store,
                     fs=self.fs,
-                    context=StaticContextSource(),
+                    context=self.context,
                     clock=self.clock,
                     ids=self.ids,
                     approver=self.approver,
