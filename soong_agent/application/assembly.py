@@ -157,10 +157,14 @@ class RunAssembler:
         return ToolRegistry([*spec.tools.tools(), compact_tool(compaction.request)])
 
     def system_prompt(
-        self, tools: ToolRegistry | RunTools, folders: FolderInstructions | None = None
+        self,
+        tools: ToolRegistry | RunTools,
+        folders: FolderInstructions | None = None,
+        memory: str = "",
     ) -> list[SystemPart]:
         """The system prompt of a run with these tools (PROMPT-1); deferred MCP tools are
-        listed by name and one line; `folders`: the folder instruction files the run loaded."""
+        listed by name and one line; `folders`: the folder instruction files the run loaded;
+        `memory`: the memories recalled for the run (MEM-4)."""
         registry = tools.registry if isinstance(tools, RunTools) else tools
         skills = self.ports.skills
         catalogue = ""
@@ -171,6 +175,7 @@ class RunAssembler:
             tools=tools.catalogue() if isinstance(tools, RunTools) else tools.specs(),
             instructions=self.instruction_chain(folders),
             environment=self.ports.context.environment(),
+            memory=memory,
         )
 
     def instruction_chain(self, folders: FolderInstructions | None = None) -> list[InstructionDoc]:
@@ -219,12 +224,14 @@ class RunAssembler:
         grants: SessionGrants,
         mcp_loaded: Iterable[str] = (),
         earlier: Sequence[Message] = (),
+        memory: str = "",
     ) -> AssembledRun:
         """The loop of one run and everything it works with; nothing is written yet.
 
         `mcp_loaded`: deferred MCP tools the session loaded before (`mcp_tools.loaded_in`).
         `earlier`: the session's stored messages (every branch), whose tool calls say which
         folders' instruction files a resumed session had loaded (PROMPT-2).
+        `memory`: the text of the memories recalled for this run (`MemoryRecall`, MEM-4).
         Raises ConfigError when the model's window cannot hold this run's system prompt.
         """
         ports, policies = self.ports, self.policies
@@ -233,7 +240,7 @@ class RunAssembler:
         run_tools, link = self._mcp(tools, mcp_loaded)
         folders = FolderInstructions(ports.context, root=ports.fs.root)
         folders.replay(earlier)
-        system = self.system_prompt(run_tools or tools, folders)
+        system = self.system_prompt(run_tools or tools, folders, memory)
         context = self._context_window(system, tools, session.id)
         context.measure(history)  # a window that cannot work fails here, before any write
         run = Run(
@@ -274,7 +281,7 @@ class RunAssembler:
             hooks=hooks,
             mcp=link,
             run_tools=run_tools,
-            system_of=lambda: self.system_prompt(run_tools or tools, folders),
+            system_of=lambda: self.system_prompt(run_tools or tools, folders, memory),
             instructions=folders,
         )
         recorder = RunRecorder(

@@ -6,11 +6,14 @@ import asyncio
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.mcp_tools import loaded_in
+from soong_agent.application.memory_extraction import MemoryExtraction
+from soong_agent.application.memory_recall import MemoryRecall
 from soong_agent.application.run_handle import Run
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import SessionNotFound, UsageError
+from soong_agent.ports.events import MemoryRecalled
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import RunInfo, SessionInfo
@@ -18,11 +21,26 @@ from soong_agent.ports.storage import RunInfo, SessionInfo
 
 class RunService:
     """Starts the root runs of a runtime; keeps each session's `allow_for_session` grants in
-    memory (PERM-1: never on disk)."""
+    memory (PERM-1: never on disk).
 
-    def __init__(self, assembler: RunAssembler, root: RunSpec) -> None:
+    With `recall`, each run's prompt holds the memories recalled for its message (MEM-4; a
+    `memory_recalled` event says which and how). With `extraction`, the runtime's extraction
+    job hears of every run's start and end (MEM-3), and its notices for a session (memories it
+    refused, its failures) are recorded as events of that session's next run.
+    """
+
+    def __init__(
+        self,
+        assembler: RunAssembler,
+        root: RunSpec,
+        *,
+        recall: MemoryRecall | None = None,
+        extraction: MemoryExtraction | None = None,
+    ) -> None:
         self._assembler = assembler
         self._root = root
+        self.recall = recall
+        self.extraction = extraction
         self._grants: dict[str, SessionGrants] = {}
         self._active: dict[str, int] = {}  # runs in progress per session
 
@@ -99,6 +117,7 @@ class RunService:
         # every branch: what was loaded before (deferred MCP tools, folder instructions)
         earlier = await ports.store.all_messages(session.id) if session_id is not None else []
         loaded = loaded_in(earlier) if ports.mcp is not None else set()
+        recalled = await self.recall.recall(message) if self.recall is not None else None
         assembled = self._assembler.assemble(
             spec,
             session=session,
@@ -107,13 +126,22 @@ class RunService:
             grants=grants,
             mcp_loaded=loaded,
             earlier=earlier,
+            memory=recalled.text if recalled is not None else "",
         )
+        if recalled is not None:
+            assembled.recorder.event(MemoryRecalled, **recalled.event_fields())
+        if self.extraction is not None:
+            for notice in self.extraction.run_started(session.id):
+                assembled.recorder.event(notice.event, **notice.fields)
         task = asyncio.create_task(
             assembled.loop.run(assembled.recorder, message, resumed=session_id is not None),
             name=f"soong-run-{run_info.id}",
         )
         self._active[session.id] = self._active.get(session.id, 0) + 1
         task.add_done_callback(lambda _: self._run_ended(session.id))
+        extraction = self.extraction
+        if extraction is not None:  # before attach: the job starts before a waiter resumes
+            task.add_done_callback(lambda _: extraction.run_ended(session.id))
         assembled.run.attach(task)
         return assembled.run
 

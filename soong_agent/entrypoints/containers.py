@@ -89,6 +89,24 @@ class Adapters(containers.DeclarativeContainer):
     hooks = providers.Singleton(factories.hook_pipeline, loaded, process_runner, closables)
     mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
+    recall_profile = providers.Singleton(factories.purpose_profile, loaded, "memory_recall")
+    recall_provider = providers.Singleton(
+        factories.purpose_provider,
+        loaded,
+        recall_profile,
+        model_provider,
+        http_client.provider,
+        secrets,
+    )
+    extract_profile = providers.Singleton(factories.purpose_profile, loaded, "memory_extract")
+    extract_provider = providers.Singleton(
+        factories.purpose_provider,
+        loaded,
+        extract_profile,
+        model_provider,
+        http_client.provider,
+        secrets,
+    )
 
 
 class Services(containers.DeclarativeContainer):
@@ -135,7 +153,32 @@ class Services(containers.DeclarativeContainer):
     root_spec = providers.Singleton(
         factories.root_spec, loaded, catalog, adapters.main_profile, adapters.model_provider
     )
-    run_service = providers.Singleton(RunService, assembler, root_spec)
+    memory_recall = providers.Singleton(
+        factories.memory_recall,
+        loaded,
+        adapters.knowledge,
+        adapters.recall_provider,
+        adapters.recall_profile,
+        adapters.redactor,
+    )
+    memory_extraction = providers.Singleton(
+        factories.memory_extraction,
+        loaded,
+        adapters.knowledge,
+        adapters.session_store,
+        adapters.extract_provider,
+        adapters.extract_profile,
+        adapters.clock,
+        adapters.redactor,
+        adapters.closables,
+    )
+    run_service = providers.Singleton(
+        RunService,
+        assembler,
+        root_spec,
+        recall=memory_recall,
+        extraction=memory_extraction,
+    )
 
 
 class CliContainer(containers.DeclarativeContainer):

@@ -29,9 +29,14 @@ if TYPE_CHECKING:
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
     from soong_agent.application.assembly import RunPolicies, RunSpec
     from soong_agent.application.hooks import HookPipeline
+    from soong_agent.application.memory_extraction import MemoryExtraction
+    from soong_agent.application.memory_recall import MemoryRecall
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
+    from soong_agent.domain.memory import MemoryPolicy
+    from soong_agent.ports.storage import SessionStore
+    from soong_agent.ports.system import Clock
 
 
 def main_profile(loaded: LoadedConfig) -> ResolvedProfile:
@@ -267,6 +272,8 @@ class Knowledge:
     memory: MemoryStore | None
     tools: list[Tool]
     warnings: list[str]
+    policy: MemoryPolicy | None = None
+    """The memory policy every writer goes through (None without memory)."""
 
 
 def knowledge(loaded: LoadedConfig, redactor: SecretRedactor) -> Knowledge:
@@ -289,12 +296,97 @@ def knowledge(loaded: LoadedConfig, redactor: SecretRedactor) -> Knowledge:
         tools.append(skills_tool(source))
     warnings = [f"skills: {w}" for w in source.warnings()]
     memory: MemoryStore | None = None
+    policy: MemoryPolicy | None = None
     config = loaded.config.memory
     if config.enabled:
         memory = FileMemoryStore(Path(config.memory_dir))
         policy = MemoryPolicy(redactor, categories=config.categories)
         tools += memory_tools(memory, policy)
-    return Knowledge(skills, memory, tools, warnings)
+    return Knowledge(skills, memory, tools, warnings, policy)
+
+
+def purpose_profile(loaded: LoadedConfig, purpose: str) -> ResolvedProfile:
+    """The resolved profile of a purpose (``memory_recall``, ``memory_extract``; CFG-7), the
+    main one when the purpose has none."""
+    for profile in loaded.profiles:
+        if profile.purpose == purpose:
+            return profile
+    return main_profile(loaded)
+
+
+def purpose_provider(
+    loaded: LoadedConfig,
+    profile: ResolvedProfile,
+    main: ModelProvider,
+    client: Callable[[], httpx.AsyncClient],
+    secrets: SecretSource,
+) -> ModelProvider:
+    """The model of a memory purpose: `main` itself when the purpose's profile is unset (the
+    main model, or the one an SDK caller gave), else the profile's own provider over the shared
+    client (`client` is called only then)."""
+    from soong_agent.domain.config.resolve import MAIN
+
+    if profile.name == MAIN:
+        return main
+    return model_provider(loaded, profile, client(), secrets)
+
+
+def memory_recall(
+    loaded: LoadedConfig,
+    known: Knowledge,
+    provider: ModelProvider,
+    profile: ResolvedProfile,
+    redactor: SecretRedactor,
+) -> MemoryRecall | None:
+    """Recall (MEM-4) over the memory store; None without memory (`memory.enabled`)."""
+    if known.memory is None:
+        return None
+    from soong_agent.application.memory_recall import MemoryRecall, RecallSettings
+
+    config = loaded.config.memory
+    settings = RecallSettings(
+        top_k=config.recall_top_k,
+        catalog_max_tokens=config.catalog_max_tokens,
+        context_tokens=config.memory_context_token_budget,
+        temperature=profile.model.temperature,
+    )
+    return MemoryRecall(known.memory, provider, settings, redactor=redactor)
+
+
+def memory_extraction(
+    loaded: LoadedConfig,
+    known: Knowledge,
+    sessions: SessionStore,
+    provider: ModelProvider,
+    profile: ResolvedProfile,
+    clock: Clock,
+    redactor: SecretRedactor,
+    closables: list[Callable[[], Awaitable[None]]],
+) -> MemoryExtraction | None:
+    """The extraction job (MEM-3); None without memory. Closing the runtime gives a running
+    extraction `CLOSE_TIMEOUT_S` to finish."""
+    if known.memory is None or known.policy is None:
+        return None
+    from soong_agent.application.memory_extraction import ExtractionSettings, MemoryExtraction
+
+    config = loaded.config.memory
+    extraction = MemoryExtraction(
+        sessions=sessions,
+        memory=known.memory,
+        policy=known.policy,
+        provider=provider,
+        clock=clock,
+        settings=ExtractionSettings(
+            every_messages=config.extract_every_messages,
+            every_tokens=config.extract_every_tokens,
+            idle_seconds=config.idle_seconds,
+            catalog_max_tokens=config.catalog_max_tokens,
+            temperature=profile.model.temperature,
+        ),
+        redactor=redactor,
+    )
+    closables.append(extraction.aclose)
+    return extraction
 
 
 def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
