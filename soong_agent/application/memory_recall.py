@@ -113,23 +113,50 @@ def _entry_terms(entry: MemoryEntry) -> list[str]:
     return terms(f"{entry.name.replace('_', ' ').replace('-', ' ')} {entry.description}")
 
 
-def lexical_order(entries: Sequence[MemoryEntry], query: str) -> list[int]:
-    """Indexes of the entries that share a term with `query`, best BM25 score first (ties: the
-    most recently updated first)."""
-    wanted = set(terms(query))
-    if not wanted:
-        return []
-    documents = [_entry_terms(e) for e in entries]
-    matching = [i for i, words in enumerate(documents) if wanted.intersection(words)]
-    if not matching:
-        return []
-    # BM25+ keeps every term's weight positive, even in a catalogue of one or two memories
-    # (BM25Okapi's idf is zero or negative there); entries without a shared term are left out
-    # above, so the constant it adds for absent terms changes no order.
-    from rank_bm25 import BM25Plus  # type: ignore[import-untyped]
+class LexicalIndex:
+    """BM25 over a catalogue's names and descriptions, built once per catalogue (the terms of
+    each entry and the BM25 statistics are kept until the catalogue changes)."""
 
-    scores = BM25Plus(documents).get_scores(sorted(wanted))
-    return sorted(matching, key=lambda i: (-float(scores[i]), -entries[i].updated.timestamp()))
+    def __init__(self, entries: Sequence[MemoryEntry]) -> None:
+        self.entries = tuple(entries)
+        self.key = _catalogue_key(entries)
+        self._documents = [_entry_terms(e) for e in entries]
+        self._postings: dict[str, list[int]] = {}
+        for index, words in enumerate(self._documents):
+            for word in set(words):
+                self._postings.setdefault(word, []).append(index)
+        self._bm25: Any = None
+
+    def order(self, query: str) -> list[int]:
+        """Indexes of the entries that share a term with `query`, best BM25 score first (ties:
+        the most recently updated first)."""
+        wanted = sorted(set(terms(query)))
+        matching = sorted({i for word in wanted for i in self._postings.get(word, ())})
+        if not matching:
+            return []
+        if self._bm25 is None:
+            # BM25+ keeps every term's weight positive, even in a catalogue of one or two
+            # memories (BM25Okapi's idf is zero or negative there); entries without a shared
+            # term are left out above, so the constant it adds for absent terms changes no order
+            from rank_bm25 import BM25Plus  # type: ignore[import-untyped]
+
+            self._bm25 = BM25Plus(self._documents)
+        scores = self._bm25.get_batch_scores(wanted, matching)
+        entries = self.entries
+        ranked = sorted(
+            zip(matching, scores, strict=True),
+            key=lambda pair: (-float(pair[1]), -entries[pair[0]].updated.timestamp()),
+        )
+        return [index for index, _score in ranked]
+
+
+def _catalogue_key(entries: Sequence[MemoryEntry]) -> tuple[tuple[str, str, float], ...]:
+    return tuple((e.name, e.description, e.updated.timestamp()) for e in entries)
+
+
+def lexical_order(entries: Sequence[MemoryEntry], query: str) -> list[int]:
+    """`LexicalIndex(entries).order(query)`."""
+    return LexicalIndex(entries).order(query)
 
 
 # --- the catalogue and the memory part ------------------------------------------------------
@@ -288,6 +315,14 @@ class MemoryRecall:
         self._provider = provider
         self.settings = settings or RecallSettings()
         self._redactor = redactor
+        self._index: LexicalIndex | None = None
+
+    def lexical_index(self, entries: Sequence[MemoryEntry]) -> LexicalIndex:
+        """The BM25 index of this catalogue (the last one is kept while it stays the same)."""
+        index = self._index
+        if index is None or index.key != _catalogue_key(entries):
+            index = self._index = LexicalIndex(entries)
+        return index
 
     async def recall(self, message: str) -> Recalled | None:
         """The memories for a run of `message`; None when there are none at all (then nothing
@@ -322,7 +357,7 @@ class MemoryRecall:
 
         def relevance() -> list[int]:  # BM25 runs at most once per recall
             if not order:
-                order.append(lexical_order(entries, message))
+                order.append(self.lexical_index(entries).order(message))
             return order[0]
 
         catalogue, listed = render_catalogue(
