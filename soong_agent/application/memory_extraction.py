@@ -300,6 +300,20 @@ class MemoryExtraction:
             return
         self._start(self._after_run(session_id), f"soong-memory-after-{session_id}")
 
+    async def join(self) -> None:
+        """Wait for the jobs running now (after-run checks and extractions; not idle waits)."""
+        while self._jobs or self._writing:
+            await asyncio.wait({*self._jobs, *self._writing})
+
+    @property
+    def busy(self) -> bool:
+        """Whether a job is running (idle waits aside)."""
+        return bool(self._jobs or self._writing)
+
+    def waiting_idle(self) -> list[str]:
+        """The sessions whose idle wait is running."""
+        return list(self._idle)
+
     async def aclose(self, timeout_s: float | None = None) -> None:
         """Stop: idle waits end at once; a running extraction gets `timeout_s` (default
         `settings.close_timeout_s`) to finish, then is cancelled (its messages stay pending);
@@ -574,10 +588,6 @@ class MemoryExtraction:
         undelivered.append(notice)
         del undelivered[:-NOTICES_KEPT]
         log.warning("%s", notice.line())
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
 
     def __repr__(self) -> str:
         return f"MemoryExtraction(jobs={len(self._jobs)}, idle={len(self._idle)})"
