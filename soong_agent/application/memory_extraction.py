@@ -303,7 +303,8 @@ class MemoryExtraction:
     async def join(self) -> None:
         """Wait for the jobs running now (after-run checks and extractions; not idle waits)."""
         while self._jobs or self._writing:
-            await asyncio.wait({*self._jobs, *self._writing})
+            pending: set[asyncio.Future[Any]] = {*self._jobs, *self._writing}
+            await asyncio.wait(pending)
 
     @property
     def busy(self) -> bool:
