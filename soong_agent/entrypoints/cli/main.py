@@ -96,7 +96,13 @@ def _main(
 
 @app.command(cls=Command)
 def run(
-    message: Annotated[str, typer.Argument(metavar="MESSAGE", help="What the agent should do.")],
+    message: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="MESSAGE",
+            help="What the agent should do. Without it, on a terminal: an interactive chat.",
+        ),
+    ] = None,
     path: PathOption = None,
     session_id: Annotated[
         str | None,
@@ -152,6 +158,16 @@ def run(
     ] = "ask",
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
+    if message is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            sys.stderr.write(
+                "soong-agent: error: missing MESSAGE (without one, run opens a chat on a "
+                "terminal; here stdin or stdout is not one)\n"
+            )
+            raise typer.Exit(2)
+        from soong_agent.entrypoints.cli.chat_cmd import chat_command
+
+        raise typer.Exit(chat_command(path=path, session_id=session_id, agent=agent))
     from soong_agent.entrypoints.cli.run_cmd import run_command
 
     raise typer.Exit(
@@ -170,6 +186,23 @@ def run(
             approve=approve,
         )
     )
+
+
+@app.command(cls=Command)
+def chat(
+    path: PathOption = None,
+    session_id: Annotated[
+        str | None,
+        typer.Option("--session-id", "-s", metavar="ID", help="Continue this session."),
+    ] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", metavar="ID", help="Agent preset id.")
+    ] = None,
+) -> None:
+    """An interactive session: each line is a run of the same session; /help lists commands."""
+    from soong_agent.entrypoints.cli.chat_cmd import chat_command
+
+    raise typer.Exit(chat_command(path=path, session_id=session_id, agent=agent))
 
 
 @sessions_app.command("list", cls=Command)

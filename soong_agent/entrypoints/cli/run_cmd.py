@@ -95,6 +95,11 @@ async def _run(
     choice = parse_tool_choice(choices.tool_choice)
     limits = choices.limits
     renderer: Renderer | JsonRenderer = Renderer()
+    if choices.output == "text":
+        from soong_agent.entrypoints.cli.live_render import LiveRenderer, wants_live
+
+        if wants_live():
+            renderer = LiveRenderer()
     if choices.output == "json":
         from soong_agent.entrypoints.cli.json_output import JsonRenderer as Json
 
