@@ -271,6 +271,19 @@ class InstructionsLoaded(_Event):
     bytes: int
 
 
+class PlanModeChanged(_Event):
+    """The run entered or left plan mode (PLAN-1, seed 002): in plan mode only read-only tools
+    and the plan tools run. `source` says what changed it: ``run_start`` (`run --plan`, SDK
+    `plan_mode=True`), ``resume`` (restored from the session's messages), ``enter_plan_mode``,
+    ``exit_plan_mode`` (the user approved `plan`); `plan` is the approved plan's name, if any."""
+
+    type: Literal["plan_mode_changed"] = "plan_mode_changed"
+    active: bool
+    source: str
+    plan: str | None = None
+    reason: str = ""
+
+
 class ChildAgentEvent(_Event):
     """An event of a child agent, forwarded to its parent run."""
 
@@ -330,6 +343,7 @@ RunEvent = Annotated[
     | MemoryRejected
     | MemoryRecalled
     | InstructionsLoaded
+    | PlanModeChanged
     | ChildAgentEvent
     | ErrorEvent
     | UsageEvent
