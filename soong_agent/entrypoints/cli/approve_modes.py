@@ -46,8 +46,12 @@ class OncePerToolApprover:
         return "allow_once"
 
 
-def approver_for(mode: str, *, write: Callable[[str], None]) -> Approver | None:
-    """The approver of `mode` (None for ``rules-only``); UsageError for an unknown mode."""
+def approver_for(
+    mode: str, *, write: Callable[[str], None], clean: Callable[[str], str] | None = None
+) -> Approver | None:
+    """The approver of `mode` (None for ``rules-only``); UsageError for an unknown mode.
+    `clean` scrubs a question's text before the terminal colours it (colour codes would hide
+    a secret from the scrubber)."""
     if mode not in MODES:
         raise UsageError(f"--approve: expected one of {', '.join(MODES)}, found {mode!r}")
     if mode == "never":
@@ -58,4 +62,4 @@ def approver_for(mode: str, *, write: Callable[[str], None]) -> Approver | None:
         return None
     from soong_agent.adapters.approvals.terminal import TerminalApprover
 
-    return TerminalApprover(stdin=sys.stdin, write=write)
+    return TerminalApprover(stdin=sys.stdin, write=write, clean=clean)

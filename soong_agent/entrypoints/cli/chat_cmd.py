@@ -141,7 +141,9 @@ async def _chat(path: str | None, session_id: str | None) -> int:
 
     loaded = load(path, None)
     renderer = LiveRenderer() if wants_live() else Renderer()
-    container = CliContainer(loaded=loaded, approver=approver_for("ask", write=renderer.prompt))
+    container = CliContainer(
+        loaded=loaded, approver=approver_for("ask", write=renderer.prompt, clean=renderer.clean)
+    )
     state = ChatState(session_id=session_id)
     _history(str(loaded.home / "chat_history"))
     try:

@@ -104,7 +104,7 @@ async def _run(
         from soong_agent.entrypoints.cli.json_output import JsonRenderer as Json
 
         renderer = Json()
-    approver = approver_for(choices.approve, write=renderer.prompt)
+    approver = approver_for(choices.approve, write=renderer.prompt, clean=renderer.clean)
     loaded = load(path, None)
     container = CliContainer(loaded=loaded, approver=approver)
     try:
