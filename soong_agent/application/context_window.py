@@ -170,6 +170,13 @@ class ContextWindow:
     def _estimate(self, o200k: int) -> int:
         return math.ceil(o200k * self.calibration.factor)
 
+    def set_system_text(self, text: str) -> None:
+        """The system prompt changed between model calls (tools joined, an instruction file
+        loaded): measure the new one from now on."""
+        if text != self._system_text:
+            self._system_text = text
+            self._system_o200k = None
+
     def system_tokens(self) -> int:
         if self._system_o200k is None:
             if not self._loaded():

@@ -17,6 +17,7 @@ from soong_agent.application.mcp_tools import RunTools
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
 from soong_agent.application.steering import Steering
+from soong_agent.application.summarizer import tools_text
 from soong_agent.application.tool_pipeline import ToolPipeline
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
 from soong_agent.application.turn import Turn
@@ -187,6 +188,14 @@ class AgentLoop:
                 changed = True  # a folder's instruction file joins the chain (PROMPT-2)
             if changed and self._system_of is not None:  # the tools section lists new tools
                 self._system = self._system_of()
+                if self._context is not None:
+                    specs = (
+                        self._run_tools.request_specs()
+                        if self._run_tools is not None
+                        else self._registry.specs()
+                    )
+                    text = "\n\n".join(p.text for p in self._system) + tools_text(specs)
+                    self._context.set_system_text(text)
             await self._fitting.fit(rec)
             blocked = await self._pre_sampling(rec)
             if blocked is not None:

@@ -11,6 +11,7 @@ from soong_agent.ports.events import (
     BudgetExhausted,
     ErrorEvent,
     HookFailed,
+    InstructionsLoaded,
     McpServerEvent,
     MemoryRejected,
     ModelRetry,
@@ -130,6 +131,8 @@ class Renderer:
                     self.status(line)
             case MemoryRejected():
                 self.status(f"  ✗ memory {event.name!r} not kept: {'; '.join(event.reasons)}")
+            case InstructionsLoaded():
+                self.status(f"  ≡ {event.path} joined the instructions")
             case HookFailed():
                 self.status(
                     f"  ! {event.hook} hook failed, ignored ({_first_line(event.reason)}): "
