@@ -153,7 +153,7 @@ async def get(
 
 
 @pytest.mark.parametrize("entry", ["127.0.0.1:{port}", "127.0.0.1"])
-async def test_listed_loopback_host_gives_readable_text(site: Listener, entry: str) -> None:
+async def test_listed_loopback_host_gives_the_page_as_markdown(site: Listener, entry: str) -> None:
     site.routes["/page"] = html(PAGE)
     f = fetcher(hosts=[entry.format(port=site.port)])
     assert isinstance(f, WebFetcher)
@@ -164,13 +164,14 @@ async def test_listed_loopback_host_gives_readable_text(site: Listener, entry: s
     assert result.final_url == site.url("/page")
     assert result.content_type.startswith("text/html")
     assert not result.truncated
-    text = result.text
-    assert "Welcome" in text and "link text" in text and "Hello page" in text
-    assert "First paragraph with a link text." in text
+    assert result.text == (
+        "# Welcome\n\n"
+        f"First paragraph with a [link text]({site.url('/x')}).\n\n"
+        "- one\n- two\n\n"
+        "```\n  indented\n    code\n```"
+    )
     for hidden in ("SCRIPT-BODY", "color: red", "NOSCRIPT-BODY", "SVG-BODY"):
-        assert hidden not in text
-    assert "- one\n- two" in text
-    assert "  indented\n    code" in text
+        assert hidden not in result.text
     assert site.hits == [("/page", f"127.0.0.1:{site.port}")]
 
 
@@ -398,7 +399,7 @@ async def test_content_types(site: Listener) -> None:
     assert png.text == "binary content (image/png, 58 bytes) not shown"
     assert (await get(f, site.url("/bad-utf8"))).text == "ok \ufffd end"
     missing = await get(f, site.url("/missing"))
-    assert missing.status == 404 and missing.text == "Not here"
+    assert missing.status == 404 and missing.text == "# Not here"
 
 
 async def test_transport_failure_names_the_host() -> None:
@@ -552,6 +553,7 @@ async def test_https_is_pinned_to_the_checked_address_and_verified_by_name(
 
 
 def test_html_to_text_details() -> None:
+    """The plain-text rendering a page falls back to when it cannot be made Markdown."""
     text = html_to_text(
         "<div>a<br>b</div><table><tr><td>x</td><td>y</td></tr></table>"
         "<p>&amp; &lt;tag&gt; &nbsp;spaced</p><template>T</template><svg/>after"
@@ -585,9 +587,11 @@ async def test_tool_result_text(site: Listener) -> None:
     assert "Welcome" in out.content and "SCRIPT-BODY" not in out.content
     assert not out.is_error
 
-    cut = await tool.handler(WebFetchArgs(url=site.url("/page"), max_chars=10), _ctx())
-    assert cut.content.splitlines()[-1].startswith("[text cut at 10 of ")
-    assert "Hello page" in cut.content and "Welcome" not in cut.content
+    assert f"[link text]({site.url('/x')})" in out.content
+
+    cut = await tool.handler(WebFetchArgs(url=site.url("/page"), max_chars=12), _ctx())
+    assert cut.content.splitlines()[-1].startswith("[text cut at 12 of ")
+    assert "\n\n# Welcome\n\nF\n[text cut" in cut.content and "paragraph" not in cut.content
 
 
 async def test_tool_marks_a_download_cut_and_lets_denials_through(site: Listener) -> None:

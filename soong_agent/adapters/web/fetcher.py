@@ -18,8 +18,9 @@ Every hop (the first request and each redirect) goes through the same gate:
    swap in another address between the check and the connection.
 
 The body is streamed and cut at ``max_bytes`` (after decompression, which is itself bounded),
-then reduced to text: HTML to readable text, text and JSON as they are, anything else to a
-one-line note.
+then reduced to text: an HTML page to Markdown of its main content (`markdown.py`, imported on
+the first HTML page; plain text when that fails), text and JSON as they are, anything else to a
+one-line note. That reduction runs in a worker thread, after the network timeout.
 
 Longer than our ~400-line habit on purpose: the gate, the pinned-address transport and the
 bounded body reading are one security boundary, kept in one place to review.
@@ -29,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import html as html_lib
 import ipaddress
+import logging
 import re
 import socket
 import zlib
@@ -54,6 +57,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 USER_AGENT = "soong-agent-web-fetch/1"
 ACCEPT = "text/html,application/xhtml+xml,text/*;q=0.9,application/json;q=0.9,*/*;q=0.5"
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_log = logging.getLogger(__name__)
 
 
 # --- host lists ------------------------------------------------------------------------------
@@ -173,6 +177,14 @@ class _Progress:
     host: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    final_url: str
+    status: int
+    content_type: str
+    body: _Body
+
+
 def _default_client() -> httpx.AsyncClient:
     # A fresh client per fetch, no keep-alive: a connection opened for one (host, SNI) is never
     # reused for another host that happens to share the address.
@@ -233,7 +245,7 @@ class HttpxWebFetcher:
         progress = _Progress(target.host)
         try:
             async with asyncio.timeout(timeout_s):
-                return await self._fetch(url, target, progress, max_bytes, timeout_s)
+                fetched = await self._fetch(url, target, progress, max_bytes, timeout_s)
         except (TimeoutError, httpx.TimeoutException):
             raise ToolInputError(
                 f"fetching from {progress.host} timed out after {timeout_s:g} s"
@@ -243,6 +255,24 @@ class HttpxWebFetcher:
                 f"fetching from {progress.host} failed: "
                 + f"{type(exc).__name__}: {_one_line(str(exc))}"
             ) from None
+        # Outside the network timeout and off the event loop: a large page takes seconds to
+        # turn into Markdown.
+        text = await asyncio.to_thread(
+            page_text,
+            fetched.body.data,
+            fetched.content_type,
+            complete=not fetched.body.truncated,
+            encoding_note=fetched.body.unsupported,
+            base_url=fetched.final_url,
+        )
+        return FetchResult(
+            url=url,
+            final_url=fetched.final_url,
+            status=fetched.status,
+            content_type=fetched.content_type,
+            text=text,
+            truncated=fetched.body.truncated,
+        )
 
     # --- one request after another ---------------------------------------------------------
 
@@ -253,7 +283,7 @@ class HttpxWebFetcher:
         progress: _Progress,
         max_bytes: int,
         timeout_s: float,
-    ) -> FetchResult:
+    ) -> _Fetched:
         async with AsyncExitStack() as stack:
             client = self._client
             if client is None:
@@ -280,19 +310,11 @@ class HttpxWebFetcher:
                     body = await _read_body(response, max_bytes, target.host)
                 finally:
                     await response.aclose()
-                content_type = response.headers.get("content-type", "").strip()
-                return FetchResult(
-                    url=url,
+                return _Fetched(
                     final_url=str(target.url),
                     status=response.status_code,
-                    content_type=content_type,
-                    text=page_text(
-                        body.data,
-                        content_type,
-                        complete=not body.truncated,
-                        encoding_note=body.unsupported,
-                    ),
-                    truncated=body.truncated,
+                    content_type=response.headers.get("content-type", "").strip(),
+                    body=body,
                 )
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
@@ -534,12 +556,18 @@ def _looks_textual(data: bytes) -> bool:
 
 
 def page_text(
-    data: bytes, content_type: str, *, complete: bool = True, encoding_note: str | None = None
+    data: bytes,
+    content_type: str,
+    *,
+    complete: bool = True,
+    encoding_note: str | None = None,
+    base_url: str | None = None,
 ) -> str:
     """The readable text of a response body of the given Content-Type.
 
     `complete` is False for a body cut at the size limit (a partial last character is dropped);
-    `encoding_note` names a content-encoding that could not be decoded.
+    `encoding_note` names a content-encoding that could not be decoded; `base_url` is the URL
+    the body came from, against which an HTML page's relative links are resolved.
     """
     media, charset = _media_type(content_type)
     if encoding_note is not None:
@@ -556,7 +584,7 @@ def page_text(
         if charset is None:
             found = _META_CHARSET.search(data[:4096])
             charset = found.group(1).decode("ascii") if found else None
-        return html_to_text(_decode(data, charset, complete=complete))
+        return html_page_text(_decode(data, charset, complete=complete), base_url=base_url)
     is_text = (
         media.startswith("text/")
         or media in _TEXT_TYPES
@@ -565,6 +593,34 @@ def page_text(
     if is_text:
         return _decode(data, charset, complete=complete)
     return f"binary content ({media}, {len(data)} bytes) not shown"
+
+
+def html_page_text(html: str, *, base_url: str | None) -> str:
+    """An HTML page as Markdown (`html_to_markdown`), or as plain text when that fails.
+
+    The Markdown is never longer than the HTML it comes from (a page of short relative links
+    would otherwise grow by the length of its URL per link). The extractor is imported here, on
+    the first HTML page, not at start-up.
+    """
+    try:
+        from soong_agent.adapters.web.markdown import html_to_markdown
+
+        markdown = html_to_markdown(html, base_url=base_url)
+    except Exception as exc:  # any failure of the extractor on this page: plain text instead
+        _log.warning(
+            "web_fetch: the page from %s could not be turned into Markdown (%s: %s); "
+            "giving it as plain text",
+            base_url or "an unknown URL",
+            type(exc).__name__,
+            _one_line(str(exc))[:200],
+        )
+        return html_to_text(html)
+    if not markdown:
+        return html_to_text(html)
+    if len(markdown) > len(html):  # absolute links can outgrow a page of many short ones
+        note = f"\n[the Markdown was cut to the {len(html)} characters of the page's HTML]"
+        markdown = markdown[: max(0, len(html) - len(note))] + note
+    return markdown
 
 
 _SKIPPED = frozenset({"script", "style", "noscript", "svg", "template", "iframe", "object"})
@@ -653,8 +709,38 @@ class _TextExtractor(HTMLParser):
 def html_to_text(html: str) -> str:
     """Readable text of an HTML document: no scripts or styles, blocks on their own lines."""
     parser = _TextExtractor()
-    parser.feed(html)
-    parser.close()
+    try:
+        parser.feed(html)
+        parser.close()
+    except AssertionError as exc:  # html.parser gives up on some malformed markup (``<![x``)
+        _log.warning("web_fetch: HTML the parser rejects (%s); tags stripped instead", exc)
+        return _stripped_tags(html)
     lines = [line.strip(" \t\xa0") for line in "".join(parser.parts).split("\n")]
     text = "\n".join(lines).translate(_PRE_RESTORE)
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
+_INVISIBLE_START = re.compile(r"<(script|style|noscript|template)\b|<!--", re.I)
+_TAG = re.compile(r"<[^<>]*>")  # no "<" inside: linear even on a page of unclosed "<"
+
+
+def _stripped_tags(html: str) -> str:
+    """The crudest readable text: invisible blocks and tags removed, entities decoded."""
+    lower = html.lower()
+    kept: list[str] = []
+    at = 0
+    while (start := _INVISIBLE_START.search(html, at)) is not None:
+        kept.append(html[at : start.start()])
+        name = start.group(1)
+        close = "-->" if name is None else f"</{name.lower()}"
+        end = lower.find(close, start.end())
+        after = -1 if end == -1 else lower.find(">", end)
+        if after == -1:
+            at = len(html)
+            break
+        at = after + 1
+        kept.append(" ")
+    kept.append(html[at:])
+    text = html_lib.unescape(_TAG.sub(" ", "".join(kept)))
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip("\n")
