@@ -14,6 +14,7 @@ the real adapter (tests/contract):
     McpHub          ScriptedMcpHub (servers declared with ScriptedMcpServer)
     MemoryStore     InMemoryMemoryStore
     SkillSource     InMemorySkillSource
+    TaskLog         InMemoryTaskLog
 
 Example:
     model = ScriptedModel([
@@ -53,6 +54,7 @@ from soong_agent.adapters.inmemory.scripted_model import ScriptedModel, Scripted
 from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
 from soong_agent.adapters.inmemory.shell import SimpleShellAnalyzer
 from soong_agent.adapters.inmemory.skills import InMemorySkillSource
+from soong_agent.adapters.inmemory.tasks import InMemoryTaskLog
 from soong_agent.adapters.inmemory.tokens import ApproxTokenCounter
 from soong_agent.adapters.inmemory.web import ScriptedPage, ScriptedWebFetcher
 
@@ -67,6 +69,7 @@ __all__ = [
     "InMemoryMemoryStore",
     "InMemorySessionStore",
     "InMemorySkillSource",
+    "InMemoryTaskLog",
     "McpCall",
     "ProcessCall",
     "RecordingApprover",

@@ -35,6 +35,7 @@ from soong_agent.adapters.shell import TreeSitterShellAnalyzer
 from soong_agent.adapters.skills import HomeSkillSource
 from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
+from soong_agent.adapters.tasks import FileTaskLog
 from soong_agent.adapters.system.clock import RandomIds, SystemClock
 from soong_agent.adapters.system.context_source import FileContextSource
 from soong_agent.adapters.system.secrets import EnvSecretSource
@@ -108,6 +109,7 @@ PORTS: dict[str, Coverage] = {
     "SkillSource": Coverage(
         testing.InMemorySkillSource, (HomeSkillSource,), "test_skill_source_contract.py"
     ),
+    "TaskLog": Coverage(testing.InMemoryTaskLog, (FileTaskLog,), "test_task_log_contract.py"),
 }
 
 
