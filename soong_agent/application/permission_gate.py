@@ -8,7 +8,8 @@ followed) and a command line the sandbox could not fully place ask in every mode
 even when the mode or a rule would allow them; such an answer is never remembered for the
 session, and with nobody to ask the call is denied whatever `write_without_callback` says.
 The result is the approval port's `Decision`, reached once here and acted on as it is by the
-tool pipeline; every decision is reported with its reason.
+tool pipeline; every decision is reported with its reason. A session in plan mode (PLAN-1,
+`plan_mode.PlanModes`) is decided in mode ``plan``: read-only tools and the plan tools only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from soong_agent.application.approval_detail import approval_detail
 from soong_agent.application.command_review import CommandReview, review_command, sandbox_problem
 from soong_agent.application.hooks import RunHooks
+from soong_agent.application.plan_mode import PLAN_TOOL_NAMES, PlanModes
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext
 from soong_agent.domain import permissions
@@ -80,8 +82,10 @@ class PermissionGate:
         grants: permissions.SessionGrants,
         analyzer: ShellAnalyzer | None = None,
         hooks: RunHooks | None = None,
+        plan_mode: PlanModes | None = None,
     ) -> None:
         self._hooks = hooks
+        self._plan_mode = plan_mode
         self._approver = approver
         self._policy = policy
         self._grants = grants
@@ -132,12 +136,15 @@ class PermissionGate:
             )
             if review.problem is not None:
                 return "deny", f"sandbox: {review.problem}"
+        planning = self._plan_mode is not None and self._plan_mode.active(ctx.session_id)
         verdict = permissions.decide(
             request,
             policy=self._policy,
             grants=self._grants,
             project_root=ctx.fs.root,
             home=ctx.fs.home,
+            mode="plan" if planning else None,
+            plan_tools=PLAN_TOOL_NAMES,
         )
         outcome = verdict.outcome
         if outcome == "deny":

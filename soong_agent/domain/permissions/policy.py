@@ -3,7 +3,8 @@
 `decide` weighs, for one tool call:
 
 1. deny rules (`permissions.deny`) — any match denies, whatever the mode;
-2. the mode (`permissions.mode`): ``plan`` denies everything that is not read-only, ``bypass``
+2. the mode (`permissions.mode`, or the run-time plan mode, PLAN-1): ``plan`` denies everything
+   that is not read-only except the plan tools the caller names (`plan_tools`), ``bypass``
    allows everything, ``accept_edits`` allows ``write`` tools, ``default`` lets
    `permissions.readonly_default` decide read-only tools and asks for the rest;
 3. allow rules (`permissions.allow`) and `allow_for_session` grants, which turn an "ask" into
@@ -28,7 +29,7 @@ deny rules, and asks, when a deny rule might match a command with words that are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -70,6 +71,7 @@ def decide(
     rules: RuleSet | None = None,
     project_root: str | None = None,
     home: str | None = None,
+    plan_tools: Collection[str] = (),
 ) -> Verdict:
     """The policy's verdict for one request, before anyone is asked (strictest wins).
 
@@ -81,6 +83,7 @@ def decide(
         rules: overrides the rules parsed from `policy.allow` / `policy.deny`.
         project_root: absolute project root, to compare absolute paths with project rules.
         home: the home directory, to compare paths with ``~/`` rules.
+        plan_tools: the tools mode ``plan`` allows although they are not read-only (PLAN-1).
     """
     active: PermissionMode = mode if mode is not None else policy.mode
     ruleset = rules if rules is not None else rules_for(policy)
@@ -102,6 +105,8 @@ def decide(
             return Verdict("ask", f"mode bypass, but {blind}", "mode")
         return Verdict("allow", "mode bypass allows every call no deny rule forbids", "mode")
     if active == "plan" and cls != "read_only":
+        if request.tool in plan_tools:
+            return Verdict("allow", f"mode plan allows the plan tool {request.tool}", "mode")
         return Verdict(
             "deny", f"mode plan is read-only: {cls} tool {request.tool} is not allowed", "mode"
         )
