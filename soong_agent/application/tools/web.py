@@ -71,7 +71,8 @@ def web_fetch_tool(*, fetcher: WebFetcher, max_bytes: int, timeout_s: float = 30
 
     return Tool(
         "web_fetch",
-        "Fetch a web page (HTTP GET) and return its readable text: HTML is reduced to text, "
+        "Fetch a web page (HTTP GET) and return its content: an HTML page as Markdown of its main "
+        "content (headings, lists, links made absolute), "
         "text and JSON come as they are. Only hosts allowed by the network settings can be "
         "reached; redirects are followed under the same rule.",
         WebFetchArgs,
