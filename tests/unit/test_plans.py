@@ -105,7 +105,9 @@ async def test_another_sessions_plan_is_a_path_conflict_unless_overwrite() -> No
     assert out.content.startswith("path_conflict:")
     assert "ses_a" in out.content and "overwrite=true" in out.content
     assert "A's plan" in text(fs, "shared")
-    out = await call(fs, "plan_write", session="ses_b", name="shared", content="B's", overwrite=True)
+    out = await call(
+        fs, "plan_write", session="ses_b", name="shared", content="B's", overwrite=True
+    )
     assert not out.is_error and "replaced" in out.content
     assert PlanFile(text(fs, "shared")).owner == "ses_b"
 
@@ -170,7 +172,7 @@ async def test_writes_go_through_the_sandbox() -> None:
 
 
 async def test_an_unknown_template_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="plan.template_name"):
+    with pytest.raises(ConfigError, match=r"plan\.template_name"):
         plan_tools(PlanConfig(default_dir=PLANS, template_name="nope"))
 
 

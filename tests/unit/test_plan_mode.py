@@ -1,0 +1,311 @@
+"""Plan mode (PLAN-1, PLAN-2): the permission engine holds a session in plan mode to read-only
+tools and the plan tools; exit_plan_mode asks the user to approve the plan; resume restores the
+mode. Scripted model, in-memory ports (tests/support/harness.py).
+
+Until the assembler passes the runtime's `PlanModes` to the gate itself, the `wired` fixture
+does it (the same one-keyword wiring the entrypoints get)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from soong_agent.application import assembly
+from soong_agent.application.permission_gate import PermissionGate
+from soong_agent.application.plan_mode import (
+    PlanModes,
+    offered_in_plan_mode,
+    plan_mode_in,
+    plan_mode_tools,
+)
+from soong_agent.application.tools.base import Tool
+from soong_agent.application.tools.files import file_tools
+from soong_agent.application.tools.plans import plan_tools
+from soong_agent.application.tools.shell import run_command_tool
+from soong_agent.domain.config.schema import PermissionsConfig, PlanConfig, ToolsConfig
+from soong_agent.ports.approval import Approver
+from soong_agent.ports.events import PermissionDecided, PlanModeChanged, RunEvent
+from soong_agent.testing import (
+    RecordingApprover,
+    ScriptedModel,
+    ScriptedProcessRunner,
+    ScriptedResponse,
+)
+from tests.support.harness import Harness
+
+CONFIG = PlanConfig(default_dir="/project/.soong-agent/plans")
+SESSION = "ses_000001"  # the first session id SequentialIds gives
+
+
+@pytest.fixture
+def modes(monkeypatch: pytest.MonkeyPatch) -> PlanModes:
+    plan_modes = PlanModes()
+    monkeypatch.setattr(
+        assembly, "PermissionGate", functools.partial(PermissionGate, plan_mode=plan_modes)
+    )
+    return plan_modes
+
+
+def harness(
+    modes: PlanModes,
+    script: list[ScriptedResponse],
+    approver: Approver | None,
+    permissions: PermissionsConfig | None = None,
+) -> Harness:
+    extra: list[Tool] = [
+        *plan_tools(CONFIG),
+        *plan_mode_tools(modes, approver=approver, plan=CONFIG),
+    ]
+    return Harness(
+        ScriptedModel(script),
+        approver=approver,
+        extra_tools=extra,
+        permissions=permissions or PermissionsConfig(),
+    )
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> ScriptedResponse:
+    return ScriptedResponse.tool_calls(*pairs)
+
+
+ENTER = calls(("enter_plan_mode", {}))
+WRITE = calls(("write_file", {"path": "app.py", "content": "print(1)"}))
+PLAN = calls(("plan_write", {"name": "the-plan", "content": "# Ship it\n\n1. edit app.py\n"}))
+EXIT = calls(("exit_plan_mode", {"plan_name": "the-plan"}))
+
+
+async def run_all(h: Harness, message: str = "go", session_id: str | None = None) -> list[RunEvent]:
+    run = await h.service.start(message, session_id=session_id)
+    events = [e async for e in run.events()]
+    result = await run.wait()
+    assert result.status == "completed", result.reason
+    return events
+
+
+def result_of(h: Harness, request: int) -> tuple[str, bool]:
+    block = h.model.calls[request].messages[-1].tool_results[0]
+    return block.content, block.is_error
+
+
+def decisions(events: list[RunEvent]) -> list[tuple[str, str, str]]:
+    return [(e.tool, e.decision, e.reason) for e in events if isinstance(e, PermissionDecided)]
+
+
+def changes(events: list[RunEvent]) -> list[tuple[bool, str, str | None]]:
+    return [(e.active, e.source, e.plan) for e in events if isinstance(e, PlanModeChanged)]
+
+
+async def test_a_write_in_plan_mode_is_refused_by_the_permission_engine(modes: PlanModes) -> None:
+    approver = RecordingApprover(default="allow_once")
+    h = harness(modes, [ENTER, WRITE, ScriptedResponse.text("ok")], approver)
+    events = await run_all(h)
+    assert "app.py" not in h.fs.files
+    content, is_error = result_of(h, 2)
+    assert is_error and "Permission denied" in content and "mode plan is read-only" in content
+    tool, decision, reason = decisions(events)[-1]
+    assert (tool, decision) == ("write_file", "deny") and "mode plan" in reason
+    assert not approver.requests  # refused before anybody is asked
+    assert changes(events) == [(True, "enter_plan_mode", None)]
+    assert modes.active(SESSION)
+
+
+@pytest.mark.parametrize("mode", ["bypass", "accept_edits"])
+async def test_plan_mode_wins_over_a_permissive_configured_mode(
+    modes: PlanModes, mode: Any
+) -> None:
+    perms = PermissionsConfig(mode=mode)
+    h = harness(modes, [ENTER, WRITE, ScriptedResponse.text("ok")], None, perms)
+    await run_all(h)
+    assert "app.py" not in h.fs.files
+    assert "mode plan" in result_of(h, 2)[0]
+
+
+async def test_commands_are_refused_and_reads_and_plan_tools_run_in_plan_mode(
+    modes: PlanModes,
+) -> None:
+    approver = RecordingApprover(default="deny")  # would refuse anything it is asked
+    h = harness(
+        modes,
+        [
+            ENTER,
+            calls(("run_command", {"command": "rm -rf /"})),
+            calls(("read_file", {"path": "readme.md"})),
+            PLAN,
+            ScriptedResponse.text("ok"),
+        ],
+        approver,
+    )
+    h.fs.files["readme.md"] = b"hello"
+    h.extra_tools.append(
+        run_command_tool(
+            runner=ScriptedProcessRunner(), project="/project", tools=ToolsConfig(), base_env={}
+        )
+    )
+    events = await run_all(h)
+    assert [(t, d) for t, d, _ in decisions(events)] == [
+        ("enter_plan_mode", "allow_once"),
+        ("run_command", "deny"),
+        ("read_file", "allow_once"),
+        ("plan_write", "allow_once"),
+    ]
+    assert not approver.requests
+    assert "hello" in result_of(h, 3)[0]
+    assert ".soong-agent/plans/the-plan.md" in h.fs.files
+
+
+async def test_approval_leaves_plan_mode_and_the_write_then_runs(modes: PlanModes) -> None:
+    approver = RecordingApprover(["allow_once", "allow_once"])  # the plan, then the write
+    h = harness(modes, [ENTER, PLAN, EXIT, WRITE, ScriptedResponse.text("done")], approver)
+    events = await run_all(h)
+    plan_request = approver.requests[0]
+    assert plan_request.tool == "exit_plan_mode"
+    assert ".soong-agent/plans/the-plan.md" in plan_request.summary
+    assert "# Ship it" in plan_request.summary
+    assert "1. edit app.py" in plan_request.detail
+    content, is_error = result_of(h, 3)
+    assert not is_error and "approved" in content and "Plan mode is off" in content
+    assert h.fs.files["app.py"] == b"print(1)"
+    assert changes(events) == [
+        (True, "enter_plan_mode", None),
+        (False, "exit_plan_mode", "the-plan"),
+    ]
+    assert not modes.active(SESSION)
+
+
+async def test_allow_for_session_approves_the_plan_too(modes: PlanModes) -> None:
+    approver = RecordingApprover(["allow_for_session"])
+    h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("done")], approver)
+    await run_all(h)
+    assert not modes.active(SESSION)
+
+
+async def test_denial_keeps_plan_mode_and_tells_the_model_to_keep_planning(
+    modes: PlanModes,
+) -> None:
+    approver = RecordingApprover(["deny"], default="allow_once")
+    h = harness(modes, [ENTER, PLAN, EXIT, WRITE, ScriptedResponse.text("ok")], approver)
+    events = await run_all(h)
+    content, is_error = result_of(h, 3)
+    assert is_error and "did not approve" in content and "keep planning" in content
+    assert "app.py" not in h.fs.files
+    assert "mode plan" in result_of(h, 4)[0]
+    assert changes(events) == [(True, "enter_plan_mode", None)]
+    assert modes.active(SESSION)
+
+
+async def test_without_an_approver_plan_mode_stays_and_the_model_is_told(
+    modes: PlanModes,
+) -> None:
+    h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("ok")], None)
+    await run_all(h)
+    content, is_error = result_of(h, 3)
+    assert is_error and "no approval callback" in content and "Plan mode stays on" in content
+    assert modes.active(SESSION)
+
+
+async def test_exit_without_the_plan_file_stays_in_plan_mode(modes: PlanModes) -> None:
+    approver = RecordingApprover(default="allow_once")
+    h = harness(modes, [ENTER, EXIT, ScriptedResponse.text("ok")], approver)
+    await run_all(h)
+    content, is_error = result_of(h, 2)
+    assert is_error and "write it with plan_write first" in content
+    assert not approver.requests
+    assert modes.active(SESSION)
+
+
+async def test_a_run_started_in_plan_mode_refuses_writes(modes: PlanModes) -> None:
+    fields = modes.begin_run(SESSION, plan_mode=True)
+    assert fields == {
+        "active": True,
+        "source": "run_start",
+        "reason": "the run started in plan mode",
+    }
+    h = harness(
+        modes, [WRITE, ScriptedResponse.text("ok")], RecordingApprover(default="allow_once")
+    )
+    # the run service records the fields begin_run returns; here the session is new
+    await run_all(h)
+    assert "app.py" not in h.fs.files
+    assert "mode plan" in result_of(h, 1)[0]
+
+
+async def test_resume_restores_plan_mode_from_the_stored_messages(
+    modes: PlanModes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    h = harness(modes, [ENTER, ScriptedResponse.text("planning")], None)
+    await run_all(h)
+    earlier = await h.store.all_messages(SESSION)
+    assert plan_mode_in(earlier) is True
+    fresh = PlanModes()  # another process: nothing known but the stored messages
+    monkeypatch.setattr(
+        assembly, "PermissionGate", functools.partial(PermissionGate, plan_mode=fresh)
+    )
+    assert fresh.begin_run(SESSION, earlier=earlier) == {
+        "active": True,
+        "source": "resume",
+        "reason": "the session was in plan mode when its last run ended",
+    }
+    resumed = harness(
+        fresh, [WRITE, ScriptedResponse.text("ok")], RecordingApprover(default="allow_once")
+    )
+    resumed.store, resumed.fs, resumed.ids = h.store, h.fs, h.ids
+    await run_all(resumed, "now write", session_id=SESSION)
+    assert "app.py" not in resumed.fs.files
+    assert "mode plan" in result_of(resumed, 1)[0]
+
+
+async def test_resume_after_an_approved_plan_is_not_in_plan_mode(modes: PlanModes) -> None:
+    approver = RecordingApprover(["allow_once"])
+    h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("done")], approver)
+    await run_all(h)
+    earlier = await h.store.all_messages(SESSION)
+    assert plan_mode_in(earlier) is False
+    fresh = PlanModes()
+    assert fresh.begin_run(SESSION, earlier=earlier) is None
+    assert not fresh.active(SESSION)
+
+
+async def test_a_refused_exit_does_not_count_as_leaving_on_resume(modes: PlanModes) -> None:
+    h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("ok")], RecordingApprover())
+    await run_all(h)
+    assert plan_mode_in(await h.store.all_messages(SESSION)) is True
+
+
+async def test_this_runtime_remembers_a_plan_mode_run_start_the_messages_do_not_show() -> None:
+    modes = PlanModes()
+    modes.begin_run("ses_x", plan_mode=True)
+    assert modes.begin_run("ses_x", earlier=[])  # the next run of the chat stays in plan mode
+    assert modes.active("ses_x")
+    assert PlanModes().begin_run("ses_x", earlier=[]) is None
+
+
+async def test_configured_plan_mode_allows_the_plan_tools_and_refuses_writes() -> None:
+    modes = PlanModes()  # not wired: only permissions.mode = "plan"
+    approver = RecordingApprover(default="allow_once")
+    h = harness(
+        modes,
+        [PLAN, WRITE, ScriptedResponse.text("ok")],
+        approver,
+        PermissionsConfig(mode="plan"),
+    )
+    events = await run_all(h)
+    assert [(t, d) for t, d, _ in decisions(events)] == [
+        ("plan_write", "allow_once"),
+        ("write_file", "deny"),
+    ]
+    assert ".soong-agent/plans/the-plan.md" in h.fs.files
+    assert "app.py" not in h.fs.files
+
+
+def test_plan_mode_offers_read_only_tools_and_the_plan_tools() -> None:
+    modes = PlanModes()
+    every = [
+        *file_tools(),
+        *plan_tools(CONFIG),
+        *plan_mode_tools(modes, approver=None, plan=CONFIG),
+    ]
+    offered = {t.name for t in offered_in_plan_mode(every)}
+    assert "write_file" not in offered and "edit_file" not in offered
+    assert {"read_file", "plan_write", "plan_read", "exit_plan_mode"} <= offered
