@@ -309,3 +309,15 @@ def test_plan_mode_offers_read_only_tools_and_the_plan_tools() -> None:
     offered = {t.name for t in offered_in_plan_mode(every)}
     assert "write_file" not in offered and "edit_file" not in offered
     assert {"read_file", "plan_write", "plan_read", "exit_plan_mode"} <= offered
+
+
+async def test_plan_tools_are_not_asked_about_in_plan_mode_even_when_reads_ask(
+    modes: PlanModes,
+) -> None:
+    approver = RecordingApprover(["allow_once", "allow_once"])  # entering, then the plan
+    perms = PermissionsConfig(readonly_default="ask")
+    h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("ok")], approver, perms)
+    h.permissions = perms
+    await run_all(h)
+    assert [r.tool for r in approver.requests] == ["enter_plan_mode", "exit_plan_mode"]
+    assert not modes.active(SESSION)

@@ -104,9 +104,9 @@ def decide(
         if blind is not None:
             return Verdict("ask", f"mode bypass, but {blind}", "mode")
         return Verdict("allow", "mode bypass allows every call no deny rule forbids", "mode")
+    if active == "plan" and request.tool in plan_tools:
+        return Verdict("allow", f"mode plan allows the plan tool {request.tool}", "mode")
     if active == "plan" and cls != "read_only":
-        if request.tool in plan_tools:
-            return Verdict("allow", f"mode plan allows the plan tool {request.tool}", "mode")
         return Verdict(
             "deny", f"mode plan is read-only: {cls} tool {request.tool} is not allowed", "mode"
         )
