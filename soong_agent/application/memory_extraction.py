@@ -6,7 +6,8 @@ the session ends and they reach `memory.extract_every_messages` or `extract_ever
 (estimated at four characters a token), or once the session has been idle for `idle_seconds`
 (0: as soon as a run ends). Idle is measured while the runtime lives, and, for the sessions
 a short-lived runtime (a CLI call) left behind, at the end of the next run of any session: the
-most recently used root sessions idle that long with pending messages are extracted then.
+most recently used root sessions idle that long with pending messages are extracted then (a
+session that sweep found done is not read again until it changes: mark `SWEPT_KEY`).
 
 One extraction sends the pending messages (text only, each scrubbed by the redactor) and the
 current catalogue to the extraction model (`memory.extract_model_profile`, else the main
@@ -71,6 +72,9 @@ log = logging.getLogger("soong_agent.memory")
 
 MARK_KEY = "memory_extraction"
 """The session mark holding the id of the last user message extracted."""
+SWEPT_KEY = "memory_extraction_swept"
+"""The session mark holding the session's `updated_at` when a sweep last found it done."""
+NOTHING = "no pending messages"
 SOURCE = "extraction"
 """`MemoryRejected.source` of the job's rejections."""
 EXTRACT_TIMEOUT_S = 120.0
@@ -356,7 +360,7 @@ class MemoryExtraction:
             mark = await self._sessions.get_mark(session_id, MARK_KEY)
             pending = pending_messages(await self._sessions.all_messages(session_id), mark)
             if not pending:
-                report.skipped = "no pending messages"
+                report.skipped = NOTHING
                 return report
             report.messages = len(pending)
             try:
@@ -413,8 +417,16 @@ class MemoryExtraction:
                 continue
             if now - info.updated_at < self.settings.idle_seconds or info.id in self._idle:
                 continue
+            # a session unchanged since the last sweep saw it is not read again
+            seen = await self._sessions.get_mark(info.id, SWEPT_KEY)
+            if seen == repr(info.updated_at):
+                continue
             if await self.pending(info.id):
-                reports.append(await self.extract(info.id))
+                report = await self.extract(info.id)
+                reports.append(report)
+                if report.failed is not None or report.skipped not in (None, NOTHING):
+                    continue  # tried again by a later sweep
+            await self._sessions.set_mark(info.id, SWEPT_KEY, repr(info.updated_at), previous=seen)
         return reports
 
     # --- in the background ---------------------------------------------------------------------

@@ -403,6 +403,18 @@ async def test_sessions_left_idle_by_an_earlier_runtime_are_swept_after_a_run() 
     assert TABS in sent_text(request) and "something else" not in sent_text(request)
     assert memory.catalogue().names() == ["prefer_tabs"]
     assert await h.store.get_mark(old, MARK_KEY) is not None
+    # a later runtime's sweep does not read that session again while it is unchanged
+    reads: list[str] = []
+    real = h.store.all_messages
+
+    async def counting(session_id: str) -> list[Message]:
+        reads.append(session_id)
+        return await real(session_id)
+
+    h.store.all_messages = counting  # type: ignore[method-assign]
+    later = extraction_over(h.store, ScriptedModel(), memory, clock=clock, idle_seconds=300)
+    assert await later.sweep() == []
+    assert old not in reads
 
 
 async def test_closing_bounds_a_hanging_extraction_and_leaves_the_mark() -> None:
