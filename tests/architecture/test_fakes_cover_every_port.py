@@ -35,10 +35,10 @@ from soong_agent.adapters.shell import TreeSitterShellAnalyzer
 from soong_agent.adapters.skills import HomeSkillSource
 from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
-from soong_agent.adapters.tasks import FileTaskLog
 from soong_agent.adapters.system.clock import RandomIds, SystemClock
 from soong_agent.adapters.system.context_source import FileContextSource
 from soong_agent.adapters.system.secrets import EnvSecretSource
+from soong_agent.adapters.tasks import FileTaskLog
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
 from soong_agent.adapters.web.fetcher import HttpxWebFetcher
 from soong_agent.application.run_handle import Run
