@@ -19,6 +19,7 @@ from soong_agent.application.loop import AgentLoop, LoopSettings
 from soong_agent.application.mcp_run import McpRunLink
 from soong_agent.application.mcp_tools import McpTools, RunTools
 from soong_agent.application.permission_gate import PermissionGate
+from soong_agent.application.plan_mode import PlanModes
 from soong_agent.application.recorder import RunRecorder, redacting_artifacts
 from soong_agent.application.run_handle import Run
 from soong_agent.application.summarizer import Summarizer, tools_text
@@ -76,6 +77,8 @@ class RunPorts:
     """The user's hooks (HOOK-1), fired the same way for every run; None: no hooks."""
     mcp: McpHub | None = None
     """The runtime's MCP servers (MCP-1); None: none configured."""
+    plan_modes: PlanModes | None = None
+    """Which sessions are in plan mode (PLAN-2): the gate then allows only reading and plans."""
     skills: SkillSource | None = None
     """The home's skills (SKILL-1): their catalogue joins the prompt of runs with load_skill."""
 
@@ -208,7 +211,8 @@ class RunAssembler:
         """The budget for the system prompt of a run of `spec`, counted exactly, and that
         prompt's size (what `config check` shows)."""
         tools = self.tools_of(spec, CompactionRequests())
-        text = _system_text(self.system_prompt(tools), tools)
+        run_tools = RunTools(tools, None, defer_threshold=self.policies.defer_threshold)
+        text = _system_text(self.system_prompt(run_tools), run_tools)
         counter = self.ports.token_counter
         tokens = counter.count(text) if counter is not None else len(text) // 4
         return self.budget(tokens), tokens
@@ -240,8 +244,8 @@ class RunAssembler:
         run_tools, link = self._mcp(tools, mcp_loaded)
         folders = FolderInstructions(ports.context, root=ports.fs.root)
         folders.replay(earlier)
-        system = self.system_prompt(run_tools or tools, folders, memory)
-        context = self._context_window(system, tools, session.id)
+        system = self.system_prompt(run_tools, folders, memory)
+        context = self._context_window(system, run_tools, session.id)
         context.measure(history)  # a window that cannot work fails here, before any write
         run = Run(
             session_id=session.id,
@@ -258,6 +262,7 @@ class RunAssembler:
                 grants=grants,
                 analyzer=ports.shell_analyzer,
                 hooks=hooks,
+                plan_mode=ports.plan_modes,
             ),
             clock=ports.clock,
             artifacts=redacting_artifacts(ports.artifacts, ports.redactor),
@@ -298,12 +303,14 @@ class RunAssembler:
 
     def _mcp(
         self, tools: ToolRegistry, loaded: Iterable[str]
-    ) -> tuple[RunTools | None, McpRunLink | None]:
-        """The run's changing tool set over the MCP hub, and its link to the hub (None, None
-        without MCP servers)."""
+    ) -> tuple[RunTools, McpRunLink | None]:
+        """The run's tool set (deferral of optional tools past `tools.defer_threshold`), over
+        the MCP hub when there is one, and its link to the hub (None without MCP servers)."""
         hub, policies = self.ports.mcp, self.policies
         if hub is None:
-            return None, None
+            return RunTools(
+                tools, None, defer_threshold=policies.defer_threshold, loaded=loaded
+            ), None
         mcp = McpTools(hub, policies.mcp, reserved=tools.names())
         run_tools = RunTools(tools, mcp, defer_threshold=policies.defer_threshold, loaded=loaded)
         link = McpRunLink(hub, run_tools, startup_timeout_s=policies.mcp.startup_timeout_ms / 1000)
@@ -323,7 +330,7 @@ class RunAssembler:
         )
 
     def _context_window(
-        self, system: list[SystemPart], tools: ToolRegistry, session_id: str
+        self, system: list[SystemPart], tools: RunTools, session_id: str
     ) -> ContextWindow:
         ports, compact = self.ports, self.policies.compact
         budget = self.budget()
@@ -343,5 +350,7 @@ class RunAssembler:
         )
 
 
-def _system_text(system: list[SystemPart], tools: ToolRegistry) -> str:
-    return "\n\n".join(p.text for p in system) + tools_text(tools.specs())
+def _system_text(system: list[SystemPart], tools: RunTools) -> str:
+    """What the model is sent before the messages: the system parts and the tool schemas the
+    request carries (deferred tools only by their line in the system prompt)."""
+    return "\n\n".join(p.text for p in system) + tools_text(tools.request_specs())

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.domain.config.schema import McpToolsConfig
+from soong_agent.domain.prompt import DEFERRED
 from soong_agent.ports.mcp import McpCallResult, McpError, McpHub, McpTool
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolSpec
@@ -277,21 +278,24 @@ class RunTools:
         self.loaded: set[str] = set(loaded)
         self.deferred: set[str] = set()
         self._search = self._search_tool()
-        if mcp is not None:
-            self.refresh()
+        self._arrange([])
 
     def refresh(self) -> bool:
         """Take in what changed on the hub since the last call; True when the set changed."""
         if self._mcp is None or self._mcp.generation == self._seen:
             return False
         self._seen = self._mcp.generation
-        mcp_tools = self._mcp.tools()
-        total = len(self._fixed) + len(mcp_tools)
-        defer = bool(mcp_tools) and total > self._threshold
-        self.deferred = {t.name for t in mcp_tools} if defer else set()
+        self._arrange(self._mcp.tools())
+        return True
+
+    def _arrange(self, mcp_tools: list[Tool]) -> None:
+        """The registry: the fixed tools, `tool_search` when some are deferred, the MCP ones.
+        Past the threshold, every deferrable tool is deferred."""
+        optional = [t for t in self._fixed if t.deferrable] + list(mcp_tools)
+        defer = bool(optional) and len(self._fixed) + len(mcp_tools) > self._threshold
+        self.deferred = {t.name for t in optional} if defer else set()
         extra = [self._search] if defer else []
         self.registry.replace_all([*self._fixed, *extra, *mcp_tools])
-        return True
 
     @property
     def warnings(self) -> list[str]:
@@ -310,8 +314,7 @@ class RunTools:
         out = []
         for spec in self.registry.specs():
             if spec.name in self.deferred and spec.name not in self.loaded:
-                first = spec.description.splitlines()[0] if spec.description else ""
-                out.append(ToolSpec(spec.name, f"{first} (deferred: load it with tool_search)", {}))
+                out.append(ToolSpec(spec.name, DEFERRED + spec.description, {}))
             else:
                 out.append(spec)
         return out

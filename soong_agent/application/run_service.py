@@ -13,7 +13,7 @@ from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import SessionNotFound, UsageError
-from soong_agent.ports.events import MemoryRecalled
+from soong_agent.ports.events import MemoryRecalled, PlanModeChanged
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import RunInfo, SessionInfo
@@ -76,13 +76,15 @@ class RunService:
         from_message: str | None = None,
         tool_choice: ToolChoice | None = None,
         limits: RunLimits | None = None,
+        plan_mode: bool = False,
     ) -> Run:
         """Begin a run in the background and return its handle.
 
         `session_id` resumes a session; with `from_message` (a user message of it) the run
         starts a new branch: its message replaces that one, and the rest of the old path stays
         in the store as another branch. `tool_choice` applies to the run's first model request;
-        `limits` replace the configured budgets they set, for this run.
+        `limits` replace the configured budgets they set, for this run. `plan_mode` starts it in
+        plan mode (PLAN-2); a resumed session is in the mode its last run left it in.
         """
         if not message.strip():
             raise UsageError("the message is empty; say what the agent should do")
@@ -116,7 +118,7 @@ class RunService:
         grants = self._grants.setdefault(session.id, SessionGrants())
         # every branch: what was loaded before (deferred MCP tools, folder instructions)
         earlier = await ports.store.all_messages(session.id) if session_id is not None else []
-        loaded = loaded_in(earlier) if ports.mcp is not None else set()
+        loaded = loaded_in(earlier)  # tools a tool_search loaded stay loaded
         recalled = await self.recall.recall(message) if self.recall is not None else None
         assembled = self._assembler.assemble(
             spec,
@@ -130,6 +132,13 @@ class RunService:
         )
         if recalled is not None:
             assembled.recorder.event(MemoryRecalled, **recalled.event_fields())
+        modes = ports.plan_modes
+        if modes is not None:
+            changed = modes.begin_run(session.id, plan_mode=plan_mode, earlier=history)
+            if changed is not None:
+                assembled.recorder.event(PlanModeChanged, **changed)
+        elif plan_mode:
+            raise UsageError("plan mode needs the plan tools, which this runtime does not have")
         if self.extraction is not None:
             for notice in self.extraction.run_started(session.id):
                 assembled.recorder.event(notice.event, **notice.fields)

@@ -16,12 +16,35 @@ unchanged: adapt or explain what you needed. When the task is done, answer brief
 did."""
 
 
+DEFERRED = "[deferred] "
+"""Starts the description of a tool offered by name only (load it with tool_search first)."""
+CATALOGUE_LINE_MAX = 100
+
+
+def _gist(description: str) -> str:
+    """A tool's description cut to its first sentence, at most `CATALOGUE_LINE_MAX`
+    characters (the whole description goes with the tool's schema)."""
+    text = description.strip().splitlines()[0] if description.strip() else ""
+    end = text.find(". ")
+    if end > 0:
+        text = text[: end + 1]
+    if len(text) > CATALOGUE_LINE_MAX:
+        text = text[: CATALOGUE_LINE_MAX - 1].rstrip() + "…"
+    return text
+
+
 def tools_section(tools: Sequence[ToolSpec]) -> str:
-    """A one-line catalogue of the available tools."""
+    """A one-line catalogue of the available tools; those offered by name only (their
+    description starts with `DEFERRED`) under a heading of their own."""
     if not tools:
         return "No tools are available in this run."
+    ready = [t for t in tools if not t.description.startswith(DEFERRED)]
+    deferred = [t for t in tools if t.description.startswith(DEFERRED)]
     lines = ["Available tools:"]
-    lines += [f"- {t.name}: {t.description.splitlines()[0]}" for t in tools]
+    lines += [f"- {t.name}: {_gist(t.description)}" for t in ready]
+    if deferred:
+        lines.append("More tools, to load with tool_search before calling them:")
+        lines += [f"- {t.name}: {_gist(t.description[len(DEFERRED) :])}" for t in deferred]
     return "\n".join(lines)
 
 

@@ -54,6 +54,12 @@ def _secrets() -> object:
     return EnvSecretSource()
 
 
+def _plan_modes() -> Any:
+    from soong_agent.application.plan_mode import PlanModes
+
+    return PlanModes()
+
+
 def _skills_of(knowledge: factories.Knowledge) -> Any:
     return knowledge.skills
 
@@ -117,6 +123,7 @@ class Services(containers.DeclarativeContainer):
     approver: providers.Dependency[Any] = providers.Dependency()
     user_tools: providers.Dependency[Any] = providers.Dependency()
     todo_board = providers.Singleton(_todo_board)
+    plan_modes = providers.Singleton(_plan_modes)
     catalog = providers.Singleton(
         factories.tool_catalog,
         loaded,
@@ -127,6 +134,8 @@ class Services(containers.DeclarativeContainer):
         user_tools,
         adapters.command_sandboxing,
         adapters.knowledge,
+        plan_modes,
+        approver,
     )
     ports = providers.Singleton(
         RunPorts,
@@ -145,6 +154,7 @@ class Services(containers.DeclarativeContainer):
         hooks=adapters.hooks,
         mcp=adapters.mcp_hub,
         skills=providers.Callable(_skills_of, adapters.knowledge),
+        plan_modes=plan_modes,
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(

@@ -31,10 +31,12 @@ if TYPE_CHECKING:
     from soong_agent.application.hooks import HookPipeline
     from soong_agent.application.memory_extraction import MemoryExtraction
     from soong_agent.application.memory_recall import MemoryRecall
+    from soong_agent.application.plan_mode import PlanModes
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
     from soong_agent.domain.memory import MemoryPolicy
+    from soong_agent.ports.approval import Approver
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.system import Clock
 
@@ -200,6 +202,8 @@ def tool_catalog(
     user_tools: list[Tool],
     sandbox: CommandSandboxing | None = None,
     knowledge: Knowledge | None = None,
+    plan_modes: PlanModes | None = None,
+    approver: Approver | None = None,
 ) -> ToolCatalog:
     """Built-in tools, declarative tools from the home, the SDK caller's Python tools, then
     `tools.disabled`/`overrides`. A Python tool named like another tool is a UsageError.
@@ -237,7 +241,13 @@ def tool_catalog(
         web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
         todo_write_tool(board),
         read_artifact_tool(store=artifacts),
-        *(knowledge.tools if knowledge is not None else ()),
+        *_deferrable(
+            [
+                *(knowledge.tools if knowledge is not None else ()),
+                *_plan_tools(loaded, plan_modes, approver),
+                *_task_tools(loaded),
+            ]
+        ),
     ]
     specs, problems = load_enabled_declarative_tools(loaded.home / "tools", config)
     tools, clashes = add_declarative_tools(
@@ -261,6 +271,38 @@ def tool_catalog(
     loud = [sandbox.choice.warning] if sandbox is not None and sandbox.choice.warning else []
     known = knowledge.warnings if knowledge is not None else []
     return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *known, *warnings])
+
+
+def _deferrable(tools: list[Tool]) -> list[Tool]:
+    """Tools a run with many tools offers by name only, behind tool_search (so a small
+    context window is not filled with schemas): skills, memory, plans and tasks."""
+    import dataclasses
+
+    return [dataclasses.replace(tool, deferrable=True) for tool in tools]
+
+
+def _task_tools(loaded: LoadedConfig) -> list[Tool]:
+    """The task-graph tools over the project's WAL files (TASK-1, TASK-2)."""
+    from soong_agent.adapters.system.clock import SystemClock
+    from soong_agent.adapters.tasks import FileTaskLog
+    from soong_agent.application.tools.tasks import task_tools
+
+    task = loaded.config.task
+    return task_tools(FileTaskLog(task.wal_dir), SystemClock(), task.step_lease_timeout_ms)
+
+
+def _plan_tools(
+    loaded: LoadedConfig, modes: PlanModes | None, approver: Approver | None
+) -> list[Tool]:
+    """plan_write/read/list and, with `modes`, enter/exit_plan_mode (PLAN-1, PLAN-2)."""
+    from soong_agent.application.plan_mode import plan_mode_tools
+    from soong_agent.application.tools.plans import plan_tools
+
+    plan = loaded.config.plan
+    tools = plan_tools(plan)
+    if modes is not None:
+        tools += plan_mode_tools(modes, approver=approver, plan=plan)
+    return tools
 
 
 @dataclass(frozen=True)

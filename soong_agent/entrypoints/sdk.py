@@ -216,6 +216,7 @@ class AgentRuntime:
         max_cost_usd: float | None = None,
         max_tokens: int | None = None,
         max_wall_ms: int | None = None,
+        plan_mode: bool = False,
     ) -> Run:
         """Start a run; `session_id` resumes that session. Returns the run's handle.
 
@@ -226,6 +227,8 @@ class AgentRuntime:
         choice to the model. `max_cost_usd`, `max_tokens` (input + output over the run) and
         `max_wall_ms` cap this run, replacing `runtime.*` for it; reaching one ends the run at a
         turn boundary with status ``budget_exhausted`` (the session stays resumable).
+        `plan_mode` starts the run in plan mode: only reading and the plan tools are allowed
+        until a plan is approved (`exit_plan_mode` asks the approval callback).
 
         Raises:
             UsageError: an empty message, an unknown session, or a `tool_choice` naming a tool
@@ -239,6 +242,7 @@ class AgentRuntime:
             from_message=from_message,
             tool_choice=parse_tool_choice(tool_choice),
             limits=parse_limits(max_cost_usd, max_tokens, max_wall_ms),
+            plan_mode=plan_mode,
         )
         # only unfinished runs are kept (for aclose); a finished one belongs to its caller alone,
         # so a long-lived runtime serving many runs stays flat in memory

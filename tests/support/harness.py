@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
 from soong_agent.application.hooks import HookPipeline
 from soong_agent.application.loop import LoopSettings
+from soong_agent.application.plan_mode import PlanModes
 from soong_agent.application.run_service import RunService
 from soong_agent.application.tools.base import Tool, ToolRegistry
 from soong_agent.application.tools.files import file_tools
@@ -57,6 +58,7 @@ class Harness:
     ids: SequentialIds = field(default_factory=SequentialIds)
     hooks: HookPipeline | None = None
     mcp: McpHub | None = None
+    plan_modes: PlanModes | None = None
     mcp_config: McpToolsConfig = field(default_factory=McpToolsConfig)
     defer_threshold: int = 15
     max_stop_continuations: int = 3
@@ -79,6 +81,7 @@ class Harness:
                     artifacts=self.artifacts,
                     hooks=self.hooks,
                     mcp=self.mcp,
+                    plan_modes=self.plan_modes,
                 ),
                 RunPolicies(
                     permissions=self.permissions,

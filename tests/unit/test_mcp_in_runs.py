@@ -209,7 +209,7 @@ async def test_past_the_threshold_mcp_tools_are_deferred_behind_tool_search() ->
     first = sent_tools(h, 0)
     assert "tool_search" in first and not [n for n in first if n.startswith("mcp__")]
     system = "\n".join(p.text for p in model.calls[0].system)
-    assert "mcp__big__tool_29" in system and "deferred" in system  # offered by name
+    assert "mcp__big__tool_29" in system and "load with tool_search" in system  # by name
     assert "mcp__big__tool_7" in sent_tools(h, 1)  # loaded from the next request on
     assert "mcp__big__tool_8" not in sent_tools(h, 1)
     assert result_of(h, 2).content == "seven"

@@ -40,12 +40,8 @@ SESSION = "ses_000001"  # the first session id SequentialIds gives
 
 
 @pytest.fixture
-def modes(monkeypatch: pytest.MonkeyPatch) -> PlanModes:
-    plan_modes = PlanModes()
-    monkeypatch.setattr(
-        assembly, "PermissionGate", functools.partial(PermissionGate, plan_mode=plan_modes)
-    )
-    return plan_modes
+def modes() -> PlanModes:
+    return PlanModes()
 
 
 def harness(
@@ -63,6 +59,7 @@ def harness(
         approver=approver,
         extra_tools=extra,
         permissions=permissions or PermissionsConfig(),
+        plan_modes=modes,
     )
 
 

@@ -73,6 +73,10 @@ class Tool:
     """The argument naming what a call acts on, for rules and grants; None: the usual field
     names (`path`, `command`, `url`) are looked for."""
     target_kind: Literal["path", "command", "url"] | None = None
+    deferrable: bool = False
+    """May be offered by name only, loaded through `tool_search`, when a run has more tools
+    than `tools.defer_threshold` (MCP tools, plans, tasks, memory, skills; never the core
+    file, command and web tools)."""
     parameters: dict[str, Any] | None = None
     """The JSON schema the model is shown, when it is not `args_model`'s (MCP tools carry
     their server's schema; their arguments are checked by the server)."""

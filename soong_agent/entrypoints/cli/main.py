@@ -51,6 +51,10 @@ skills_app = typer.Typer(
 app.add_typer(mcp_app, name="mcp")
 app.add_typer(memory_app, name="memory")
 app.add_typer(skills_app, name="skills")
+tasks_app = typer.Typer(
+    help="Task graphs (their write-ahead logs).", no_args_is_help=True, rich_markup_mode=None
+)
+app.add_typer(tasks_app, name="tasks")
 
 NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The memory's name.")]
 
@@ -156,6 +160,12 @@ def run(
             "once-per-tool, rules-only.",
         ),
     ] = "ask",
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan", help="Start in plan mode: read and write a plan, change nothing else."
+        ),
+    ] = False,
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
     if message is None:
@@ -184,6 +194,7 @@ def run(
             timeout=timeout,
             output=output,
             approve=approve,
+            plan=plan,
         )
     )
 
@@ -320,6 +331,25 @@ def memory_rm(name: NameArgument, path: PathOption = None) -> None:
     from soong_agent.entrypoints.cli.memory_cmd import memory_rm as body
 
     raise typer.Exit(body(name, path))
+
+
+@tasks_app.command("list", cls=Command)
+def tasks_list(path: PathOption = None) -> None:
+    """List the task graphs of the project (from their WAL files)."""
+    from soong_agent.entrypoints.cli.tasks_cmd import tasks_list as body
+
+    raise typer.Exit(body(path))
+
+
+@tasks_app.command("show", cls=Command)
+def tasks_show(
+    ref: Annotated[str, typer.Argument(metavar="SESSION/NAME", help="The task graph.")],
+    path: PathOption = None,
+) -> None:
+    """Print one task graph: steps, dependencies, owners and leases."""
+    from soong_agent.entrypoints.cli.tasks_cmd import tasks_show as body
+
+    raise typer.Exit(body(ref, path))
 
 
 @skills_app.command("list", cls=Command)

@@ -39,6 +39,7 @@ def run_command(
     timeout: float | None = None,
     output: str = "text",
     approve: str = "ask",
+    plan: bool = False,
 ) -> int:
     def go() -> int:
         from soong_agent.entrypoints.sdk import parse_limits
@@ -47,7 +48,7 @@ def run_command(
             raise UsageError(f"--output: expected text or json, found {output!r}")
         wall_ms = None if timeout is None else max(1, round(timeout * 1000))
         limits = parse_limits(max_cost, max_tokens, wall_ms)
-        choices = RunChoices(tool_choice, limits, output, approve)
+        choices = RunChoices(tool_choice, limits, output, approve, plan)
         return asyncio.run(
             _run(message, path, session_id, from_message, orchestrator, agent, choices)
         )
@@ -76,6 +77,7 @@ class RunChoices:
     limits: RunLimits | None
     output: str
     approve: str
+    plan: bool = False
 
 
 async def _run(
@@ -116,6 +118,7 @@ async def _run(
             from_message=from_message,
             tool_choice=choice,
             limits=limits,
+            plan_mode=choices.plan,
         )
         for warning in container.services.catalog().warnings:
             renderer.status(f"warning: {warning}")
