@@ -149,10 +149,12 @@ class RunAssembler:
         policies: RunPolicies,
         *,
         todos: Callable[[str], str] | None = None,
+        task_board: Callable[[str], str] | None = None,
     ) -> None:
         self.ports = ports
         self.policies = policies
         self._todos = todos
+        self._board = task_board
 
     # --- what a run would send ---------------------------------------------------------------
     def tools_of(self, spec: RunSpec, compaction: CompactionRequests) -> ToolRegistry:
@@ -164,6 +166,7 @@ class RunAssembler:
         tools: ToolRegistry | RunTools,
         folders: FolderInstructions | None = None,
         memory: str = "",
+        session_id: str | None = None,
     ) -> list[SystemPart]:
         """The system prompt of a run with these tools (PROMPT-1); deferred MCP tools are
         listed by name and one line; `folders`: the folder instruction files the run loaded;
@@ -173,13 +176,17 @@ class RunAssembler:
         catalogue = ""
         if skills is not None and registry.get("load_skill") is not None:
             catalogue = skills_catalogue_text(skills, DEFAULT_CATALOGUE_TOKENS)
-        return assemble_system_prompt(
+        parts = assemble_system_prompt(
             skills=catalogue,
             tools=tools.catalogue() if isinstance(tools, RunTools) else tools.specs(),
             instructions=self.instruction_chain(folders),
             environment=self.ports.context.environment(),
             memory=memory,
         )
+        board = self._board(session_id) if self._board is not None and session_id else ""
+        if board:  # the session's task graphs (TASK-2), before the environment
+            parts.insert(len(parts) - 1, SystemPart(label="tasks", text=board, stable=False))
+        return parts
 
     def instruction_chain(self, folders: FolderInstructions | None = None) -> list[InstructionDoc]:
         """Home, project, then the loaded folders' files (PROMPT-2), cut to fit the system
@@ -244,7 +251,7 @@ class RunAssembler:
         run_tools, link = self._mcp(tools, mcp_loaded)
         folders = FolderInstructions(ports.context, root=ports.fs.root)
         folders.replay(earlier)
-        system = self.system_prompt(run_tools, folders, memory)
+        system = self.system_prompt(run_tools, folders, memory, session.id)
         context = self._context_window(system, run_tools, session.id)
         context.measure(history)  # a window that cannot work fails here, before any write
         run = Run(
@@ -286,7 +293,7 @@ class RunAssembler:
             hooks=hooks,
             mcp=link,
             run_tools=run_tools,
-            system_of=lambda: self.system_prompt(run_tools or tools, folders, memory),
+            system_of=lambda: self.system_prompt(run_tools, folders, memory, session.id),
             instructions=folders,
         )
         recorder = RunRecorder(

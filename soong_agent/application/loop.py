@@ -114,6 +114,7 @@ class AgentLoop:
         self._context = context
         self._compaction = compaction if compaction is not None else CompactionRequests()
         self._hooks = hooks
+        self._tasks_touched = False
         self._mcp = mcp
         self._run_tools = run_tools
         self._system_of = system_of
@@ -186,6 +187,8 @@ class AgentLoop:
             changed = self._mcp is not None and await self._mcp.before_call()
             if self._instructions is not None and self._instructions.take_changed():
                 changed = True  # a folder's instruction file joins the chain (PROMPT-2)
+            if self._tasks_touched:
+                self._tasks_touched, changed = False, True  # the task board changed (TASK-2)
             if changed and self._system_of is not None:  # the tools section lists new tools
                 self._system = self._system_of()
                 if self._context is not None:
@@ -219,6 +222,7 @@ class AgentLoop:
                     )
                 self._turn = turn
                 results = await self._pipeline.run_all(turn.calls, rec, self._ctx)
+                self._tasks_touched = any(c.name.startswith("task_") for c in turn.calls)
                 self._turn = None
                 tools = rec.add_message(Message(role="tool", content=list(results)))
                 if self._instructions is not None:

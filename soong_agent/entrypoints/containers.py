@@ -26,12 +26,17 @@ def _todo_board() -> Any:
     return TodoBoard()
 
 
-def _todo_reader(board: Any) -> Any:
+def _todo_reader(board: Any, loaded: Any) -> Any:
+    """What compaction carries over as the plan of the work: the run's todo list and the
+    session's task board (TASK-2)."""
     from soong_agent.application.tools.todo import render_todos
+
+    tasks = factories.task_board_reader(loaded)
 
     def read(session_id: str) -> str:
         todos = board.current_todos(session_id)
-        return render_todos(todos) if todos else ""
+        parts = [render_todos(todos) if todos else "", tasks(session_id)]
+        return "\n\n".join(p for p in parts if p)
 
     return read
 
@@ -158,7 +163,11 @@ class Services(containers.DeclarativeContainer):
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(
-        RunAssembler, ports, policies, todos=providers.Callable(_todo_reader, todo_board)
+        RunAssembler,
+        ports,
+        policies,
+        todos=providers.Callable(_todo_reader, todo_board, loaded),
+        task_board=providers.Callable(factories.task_board_reader, loaded),
     )
     root_spec = providers.Singleton(
         factories.root_spec, loaded, catalog, adapters.main_profile, adapters.model_provider

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soong_agent.ports.artifacts import ArtifactStore
@@ -279,6 +280,31 @@ def _deferrable(tools: list[Tool]) -> list[Tool]:
     import dataclasses
 
     return [dataclasses.replace(tool, deferrable=True) for tool in tools]
+
+
+def task_board_reader(loaded: LoadedConfig) -> Callable[[str], str]:
+    """The task board of a session, as the system prompt and compaction show it (TASK-2):
+    read from the WAL files, cut to `task.task_board_token_budget`; "" without tasks."""
+    from soong_agent.adapters.system.clock import SystemClock
+    from soong_agent.adapters.tasks import FileTaskLog
+    from soong_agent.application.tools.tasks import task_board_text
+
+    task = loaded.config.task
+    log, clock = FileTaskLog(task.wal_dir), SystemClock()
+
+    def read(session_id: str) -> str:
+        if not (Path(task.wal_dir) / session_id).is_dir():
+            return ""  # no task yet: no file is opened
+        return task_board_text(
+            log,
+            session_id,
+            task.task_board_token_budget,
+            clock=clock,
+            recent_limit=task.task_recent_changes_limit,
+            recent_window_minutes=task.task_recent_changes_window_minutes,
+        )
+
+    return read
 
 
 def _task_tools(loaded: LoadedConfig) -> list[Tool]:

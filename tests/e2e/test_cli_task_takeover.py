@@ -77,3 +77,6 @@ def test_a_killed_runs_step_is_taken_over_after_its_lease(world: CliWorld) -> No
     assert owners[0] != owners[1]  # taken over by the second run
     claimed = world.server.requests[5].json["messages"][-1]["content"]
     assert re.search(r"build", claimed)
+    # the resumed run's prompt shows the board: the task, its step and the expired claim
+    system = world.server.requests[4].json["messages"][0]["content"]
+    assert "release" in system and "build" in system
