@@ -342,6 +342,22 @@ class RunHooks:
                 return v.decision, v.reason
         return None
 
+    async def task_changed(
+        self, rec: RunRecorder, *, tool: str, arguments: dict[str, Any], result: str
+    ) -> None:
+        """The one call site of `task_created` / `task_completed` (TASK-1): after a
+        `task_create` / `task_complete` call that succeeded."""
+        hook: HookType | None = TASK_HOOKS.get(tool)
+        if hook is None or not self._on(hook):
+            return
+        task = arguments.get("name") or arguments.get("task")
+        if hook == "task_created":
+            data = {"task_id": task, "task_title": arguments.get("title", ""), "result": result}
+        else:
+            step = arguments.get("step_id")
+            data = {"task_id": f"{task}/{step}", "task_status": "done", "result": result}
+        await self._fire(hook, data, rec)
+
     async def permission_denied(
         self, rec: RunRecorder, *, tool: str, call_id: str, reason: str
     ) -> None:
@@ -351,3 +367,5 @@ class RunHooks:
 
 
 NO_OUTCOME = ToolHookOutcome()
+TASK_HOOKS: dict[str, HookType] = {"task_create": "task_created", "task_complete": "task_completed"}
+"""The task tools whose success fires a hook, and which."""

@@ -10,7 +10,7 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel, ValidationError
 
-from soong_agent.application.hooks import RunHooks
+from soong_agent.application.hooks import TASK_HOOKS, RunHooks
 from soong_agent.application.permission_gate import PermissionGate
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
@@ -171,6 +171,15 @@ class ToolPipeline:
 
     async def _outcome(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> ToolOutput:
         output, ran = await self._guarded(p, rec, ctx)
+        tasks = p.tool is not None and p.tool.name in TASK_HOOKS and p.args is not None
+        if self._hooks is not None and ran and tasks and not output.is_error:
+            assert p.tool is not None and p.args is not None
+            await self._hooks.task_changed(
+                rec,
+                tool=p.tool.name,
+                arguments=p.args.model_dump(mode="json"),
+                result=output.content,
+            )
         if self._hooks is not None and ran and p.tool is not None:
             await self._hooks.post_tool_use(
                 rec,

@@ -95,6 +95,8 @@ def test_sessions_as_json(world: CliWorld) -> None:
 def test_usage_lines_version_and_short_options(world: CliWorld) -> None:
     usage = world.run("run", "--help").stdout.splitlines()[0]
     assert usage == "Usage: soong-agent run [OPTIONS] [MESSAGE]"
+    top = world.run("--help").stdout
+    assert "--install-completion" in top and "--show-completion" in top
     version = world.run("--version")
     assert version.returncode == 0 and version.stdout.startswith("soong-agent ")
     world.server.enqueue(text_response("first"), text_response("second"))

@@ -1,11 +1,11 @@
 """Every hook type fires, through the SDK, with real hook processes (HOOK-1 conformance).
 
 One run walks every fire point that exists: session start and end, each model call, a call
-that is asked about and allowed, one asked about and denied, one that fails, a compaction, and
-the stop. Every registered type must have fired, each with the run's identity and depth 0 (the
-root); the types whose features do not exist yet (config_change, task_created, task_completed,
-subagent_stop) are listed here and must not fire. When sub-agents land, the same walk runs at
-depth 1.
+that is asked about and allowed, one asked about and denied, one that fails, a task created
+and one of its steps completed, a compaction, and the stop. Every registered type must have
+fired, each with the run's identity and depth 0 (the root); the types whose features do not
+exist yet (config_change, subagent_stop) are listed here and must not fire. When sub-agents
+land, the same walk runs at depth 1.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from soong_agent.domain.hooks import HOOK_TYPES
 from soong_agent.ports.approval import Decision
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
 
-NOT_YET = {"config_change", "task_created", "task_completed", "subagent_stop"}
+NOT_YET = {"config_change", "subagent_stop"}
 """Types of features that do not exist yet: nothing can fire them."""
 
 LOGGER = """
@@ -53,6 +53,12 @@ async def test_every_hook_type_fires_at_the_root_through_the_sdk(tmp_path: Path)
             ScriptedResponse.tool_calls(("write_file", {"path": "a.txt", "content": "a"})),
             ScriptedResponse.tool_calls(("write_file", {"path": "b.txt", "content": "b"})),
             ScriptedResponse.tool_calls(("read_file", {"path": "missing.txt"})),
+            ScriptedResponse.tool_calls(("task_create", {"name": "t", "title": "T"})),
+            ScriptedResponse.tool_calls(
+                ("task_add_step", {"task": "t", "step_id": "s", "title": "S"})
+            ),
+            ScriptedResponse.tool_calls(("task_claim", {"task": "t", "step_id": "s"})),
+            ScriptedResponse.tool_calls(("task_complete", {"task": "t", "step_id": "s"})),
             ScriptedResponse.tool_calls(("compact", {})),
             ScriptedResponse.text("summary of the work"),  # the compaction's summary
             ScriptedResponse.text("done"),

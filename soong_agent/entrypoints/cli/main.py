@@ -23,7 +23,7 @@ app = typer.Typer(
     name="soong-agent",
     help="An agent core for coding and automation: run an agent on a project folder.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain help: rendering it with rich costs ~100 ms of imports
 )
