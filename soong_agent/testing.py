@@ -15,6 +15,7 @@ the real adapter (tests/contract):
     MemoryStore     InMemoryMemoryStore
     SkillSource     InMemorySkillSource
     TaskLog         InMemoryTaskLog
+    AgentSource     InMemoryAgentSource
 
 Example:
     model = ScriptedModel([
@@ -30,6 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from soong_agent.adapters.approvals.callback import CallbackApprover
+from soong_agent.adapters.inmemory.agents import InMemoryAgentSource
 from soong_agent.adapters.inmemory.artifacts import InMemoryArtifactStore
 from soong_agent.adapters.inmemory.events import RecordingEventSink
 from soong_agent.adapters.inmemory.fakes import (
@@ -64,6 +66,7 @@ __all__ = [
     "DictSecretRedactor",
     "DictSecretSource",
     "FixedClock",
+    "InMemoryAgentSource",
     "InMemoryArtifactStore",
     "InMemoryFileSystem",
     "InMemoryMemoryStore",
