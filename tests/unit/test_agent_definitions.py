@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from soong_agent.domain.agents import (
@@ -156,11 +158,7 @@ def test_render_file_is_read_back_as_the_same_definition() -> None:
     again = definition_from_metadata(
         yaml.safe_load(frontmatter), body, file_id="reviewer", source=SOURCE, text=text
     )
-    assert again == AgentDefinition(**{**_fields(original), "content_hash": content_hash(text)})
-
-
-def _fields(definition: AgentDefinition) -> dict[str, object]:
-    return {name: getattr(definition, name) for name in AgentDefinition.__slots__}
+    assert again == dataclasses.replace(original, content_hash=content_hash(text))
 
 
 def test_a_file_replaces_a_preset_of_its_id() -> None:
