@@ -7,8 +7,12 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pytest
+
 from soong_agent.adapters.agents import HomeAgentSource, load_agent_files
 from soong_agent.domain.agents import BUILTIN_IDS, MINIMAL
+from soong_agent.entrypoints.cli.agents_cmd import agents_list, agents_show
+from soong_agent.testing import write_minimal_config
 
 REVIEWER = """---
 id: reviewer
@@ -67,7 +71,7 @@ def test_no_folder_means_only_the_builtins(tmp_path: Path) -> None:
 def test_each_bad_file_is_one_warning_and_left_out(tmp_path: Path) -> None:
     agents = tmp_path / "agents"
     write(agents, "reviewer.md", REVIEWER)
-    bad = {
+    bad: dict[str, str | bytes] = {
         "no-front.md": "just text\n",
         "open.md": "---\nid: open\n",
         "yaml.md": "---\nid: [yaml\n---\nx\n",
@@ -125,3 +129,79 @@ def test_only_the_home_is_read_and_reload_reads_again(tmp_path: Path) -> None:
     assert source.get("reviewer") is None  # read once, then kept
     source.reload()
     assert source.get("reviewer") is not None
+
+
+def cli_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    write_minimal_config(home)
+    monkeypatch.setenv("SOONG_AGENT_HOME", str(home))
+    (tmp_path / "project").mkdir()
+    return home
+
+
+def test_agents_list_prints_each_definition_and_warns_on_stderr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = cli_home(tmp_path, monkeypatch)
+    project = str(tmp_path / "project")
+    write(home / "agents", "reviewer.md", REVIEWER)
+    write(home / "agents", "minimal.md", REVIEWER.replace("id: reviewer", "id: minimal"))
+    assert agents_list(project) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"7 agents (2 from {home / 'agents'}):"
+    at = lines.index("reviewer  Reviews a diff.")
+    assert lines[at + 1] == f"    source: {home / 'agents' / 'reviewer.md'}"
+    assert lines[at + 2] == "    tools: read_file, grep, mcp__git__*"
+    assert f"    source: {home / 'agents' / 'minimal.md'} (replaces the built-in)" in lines
+    assert "    source: built-in" in lines
+    write(home / "agents", "broken.md", "no frontmatter")
+    assert agents_list(project) == 1
+    out, err = capsys.readouterr()
+    assert err == (
+        f"soong-agent: warning: {home / 'agents' / 'broken.md'}: skipped: no frontmatter: "
+        "the file must start with a '---' line\n"
+    )
+    assert "broken" not in out
+
+
+def test_agents_show_prints_the_whole_definition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = cli_home(tmp_path, monkeypatch)
+    project = str(tmp_path / "project")
+    write(home / "agents", "reviewer.md", REVIEWER)
+    assert agents_show("reviewer", project) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    digest = hashlib.sha256(REVIEWER.encode()).hexdigest()
+    assert out.splitlines() == [
+        "id: reviewer",
+        "description: Reviews a diff.",
+        f"source: {home / 'agents' / 'reviewer.md'}",
+        f"content_hash: sha256:{digest}",
+        "tools (a ceiling): read_file, grep, mcp__git__*",
+        "model_profile: review",
+        "max_turns: 12",
+        "permission_mode: plan",
+        "skills: code-review",
+        "prompt:",
+        "    You review code.",
+    ]
+    assert agents_show("full", project) == 0
+    out, _ = capsys.readouterr()
+    assert "tools (a ceiling): *" in out and "source: built-in" in out
+
+
+def test_agents_show_of_an_unknown_id_exits_2_listing_the_known_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_home(tmp_path, monkeypatch)
+    assert agents_show("nope", str(tmp_path / "project")) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "soong-agent: error: unknown agent 'nope'; known agents: default_fork_agent, "
+        "default_sub_agent, default_worker_agent, full, minimal, standard\n"
+    )
