@@ -126,6 +126,7 @@ def test_run_without_a_message_opens_the_chat_on_a_terminal_only(world: CliWorld
     term.read_until("›")
     term.send("hello\n")
     term.read_until("Hi there.")
+    term.read_until(r"›[^›]*›")  # the prompt is back before Ctrl-D is typed, as for a person
     term.send("\x04")  # Ctrl-D leaves
     assert term.close() == 0
     piped = world.run("run")

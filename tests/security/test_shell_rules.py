@@ -64,11 +64,16 @@ CONSTRUCTS: dict[str, str] = {
 @pytest.fixture
 def npm(world: World, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fake `npm` first on PATH: ``npm test`` leaves ``npm-ran`` and exits 0, or 1 with
-    ``--fail``."""
+    ``--fail``; it reads an argument that is a pipe (a process substitution) to its end, as a
+    real program would, so what writes into it has finished when npm does."""
     bin_dir = world.root / "bin"
     bin_dir.mkdir()
     script = bin_dir / "npm"
-    script.write_text('#!/bin/sh\ntouch npm-ran\n[ "$2" = "--fail" ] && exit 1\nexit 0\n')
+    script.write_text(
+        "#!/bin/sh\ntouch npm-ran\n"
+        'for a in "$@"; do [ -p "$a" ] && cat "$a" >/dev/null; done\n'
+        '[ "$2" = "--fail" ] && exit 1\nexit 0\n'
+    )
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
     return world.project / "npm-ran"
