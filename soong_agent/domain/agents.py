@@ -26,9 +26,9 @@ naming it and the reason (the loader, `soong_agent.adapters.agents`).
 Built-ins (`BUILTINS`): `default_sub_agent`, `default_fork_agent`, `default_worker_agent` (their
 ids have `_`, which a file's id cannot, so no file replaces them; point
 `agents.default_sub_agent_definition` at a user definition instead) and the presets
-`minimal`, `standard` and `full` (AGT-3). A user file named like a preset replaces it, without
-a warning (a warning means something is wrong, and `agents list` exits 1 on one); its `source`
-is the file, so `agents list` and `agents show` show the replacement.
+`minimal`, `standard` and `full` (chosen per session). A user file named like a preset
+replaces it, without a warning (a warning means something is wrong, and `agents list` exits 1
+on one); its `source` is the file, so `agents list` and `agents show` show the replacement.
 
 `allowed_tools` applies the ceiling to the tools a run actually has.
 """

@@ -15,6 +15,7 @@ import pytest
 
 import soong_agent.ports
 from soong_agent import testing
+from soong_agent.adapters.agents import HomeAgentSource
 from soong_agent.adapters.approvals.callback import CallbackApprover
 from soong_agent.adapters.approvals.terminal import TerminalApprover
 from soong_agent.adapters.mcp.hub import SdkMcpHub
@@ -110,6 +111,9 @@ PORTS: dict[str, Coverage] = {
         testing.InMemorySkillSource, (HomeSkillSource,), "test_skill_source_contract.py"
     ),
     "TaskLog": Coverage(testing.InMemoryTaskLog, (FileTaskLog,), "test_task_log_contract.py"),
+    "AgentSource": Coverage(
+        testing.InMemoryAgentSource, (HomeAgentSource,), "test_agent_source_contract.py"
+    ),
 }
 
 
