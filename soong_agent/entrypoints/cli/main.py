@@ -55,6 +55,12 @@ tasks_app = typer.Typer(
     help="Task graphs (their write-ahead logs).", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(tasks_app, name="tasks")
+agents_app = typer.Typer(
+    help="The agent definitions (built-ins and ~/.soong-agent/agents).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(agents_app, name="agents")
 
 NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The memory's name.")]
 
@@ -331,6 +337,25 @@ def memory_rm(name: NameArgument, path: PathOption = None) -> None:
     from soong_agent.entrypoints.cli.memory_cmd import memory_rm as body
 
     raise typer.Exit(body(name, path))
+
+
+@agents_app.command("list", cls=Command)
+def agents_list(path: PathOption = None) -> None:
+    """List agent definitions (id, description, source, tool ceiling); skipped files on stderr."""
+    from soong_agent.entrypoints.cli.agents_cmd import agents_list as body
+
+    raise typer.Exit(body(path))
+
+
+@agents_app.command("show", cls=Command)
+def agents_show(
+    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The definition's id.")],
+    path: PathOption = None,
+) -> None:
+    """Show one agent definition in full; an unknown id exits 2."""
+    from soong_agent.entrypoints.cli.agents_cmd import agents_show as body
+
+    raise typer.Exit(body(agent_id, path))
 
 
 @tasks_app.command("list", cls=Command)
