@@ -110,6 +110,10 @@ class RunSpec:
     settings: LoopSettings
     tool_choice: ToolChoice | None = None
     """Sent with the run's first model request only."""
+    agent: str | None = None
+    """The agent definition (preset) the run follows (AGT-1, AGT-3); None: the default."""
+    persona: str = ""
+    """The definition's prompt section, after the tools in the system prompt."""
 
     def for_run(
         self, *, tool_choice: ToolChoice | None = None, limits: RunLimits | None = None
@@ -167,6 +171,7 @@ class RunAssembler:
         folders: FolderInstructions | None = None,
         memory: str = "",
         session_id: str | None = None,
+        persona: str = "",
     ) -> list[SystemPart]:
         """The system prompt of a run with these tools (PROMPT-1); deferred MCP tools are
         listed by name and one line; `folders`: the folder instruction files the run loaded;
@@ -183,6 +188,9 @@ class RunAssembler:
             environment=self.ports.context.environment(),
             memory=memory,
         )
+        if persona:  # the agent definition's section, in the stable prefix (AGT-1)
+            at = next((i for i, p in enumerate(parts) if p.label == "tools"), 0) + 1
+            parts.insert(at, SystemPart(label="agent", text=persona))
         board = self._board(session_id) if self._board is not None and session_id else ""
         if board:  # the session's task graphs (TASK-2), before the environment
             parts.insert(len(parts) - 1, SystemPart(label="tasks", text=board, stable=False))
@@ -219,7 +227,7 @@ class RunAssembler:
         prompt's size (what `config check` shows)."""
         tools = self.tools_of(spec, CompactionRequests())
         run_tools = RunTools(tools, None, defer_threshold=self.policies.defer_threshold)
-        text = _system_text(self.system_prompt(run_tools), run_tools)
+        text = _system_text(self.system_prompt(run_tools, persona=spec.persona), run_tools)
         counter = self.ports.token_counter
         tokens = counter.count(text) if counter is not None else len(text) // 4
         return self.budget(tokens), tokens
@@ -251,7 +259,7 @@ class RunAssembler:
         run_tools, link = self._mcp(tools, mcp_loaded)
         folders = FolderInstructions(ports.context, root=ports.fs.root)
         folders.replay(earlier)
-        system = self.system_prompt(run_tools, folders, memory, session.id)
+        system = self.system_prompt(run_tools, folders, memory, session.id, spec.persona)
         context = self._context_window(system, run_tools, session.id)
         context.measure(history)  # a window that cannot work fails here, before any write
         run = Run(
@@ -293,7 +301,9 @@ class RunAssembler:
             hooks=hooks,
             mcp=link,
             run_tools=run_tools,
-            system_of=lambda: self.system_prompt(run_tools, folders, memory, session.id),
+            system_of=lambda: self.system_prompt(
+                run_tools, folders, memory, session.id, spec.persona
+            ),
             instructions=folders,
         )
         recorder = RunRecorder(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Callable
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.mcp_tools import loaded_in
@@ -36,13 +38,24 @@ class RunService:
         *,
         recall: MemoryRecall | None = None,
         extraction: MemoryExtraction | None = None,
+        presets: Callable[[str], RunSpec] | None = None,
     ) -> None:
         self._assembler = assembler
         self._root = root
+        self._presets = presets
         self.recall = recall
         self.extraction = extraction
         self._grants: dict[str, SessionGrants] = {}
         self._active: dict[str, int] = {}  # runs in progress per session
+
+    def _spec_for(self, agent: str | None) -> RunSpec:
+        """The root spec, or the one of the agent definition `agent` (UsageError when there
+        is no such definition, or no presets in this runtime)."""
+        if agent is None:
+            return self._root
+        if self._presets is None:
+            raise UsageError("agent presets are not available in this runtime")
+        return self._presets(agent)
 
     def fitted_budget(self) -> tuple[ContextBudget, int]:
         """The main model's budget for a root run's system prompt, and that prompt's size."""
@@ -77,6 +90,7 @@ class RunService:
         tool_choice: ToolChoice | None = None,
         limits: RunLimits | None = None,
         plan_mode: bool = False,
+        agent: str | None = None,
     ) -> Run:
         """Begin a run in the background and return its handle.
 
@@ -90,25 +104,36 @@ class RunService:
             raise UsageError("the message is empty; say what the agent should do")
         if from_message is not None and session_id is None:
             raise UsageError("from_message needs the session_id of the session to branch")
-        spec = self._root.for_run(tool_choice=tool_choice, limits=limits)
+        ports = self._assembler.ports
+        now = ports.clock.now()
+        history: list[Message] = []
+        session: SessionInfo | None = None
+        if session_id is not None:
+            session, history = await self._history(session_id, from_message)
+            if agent is None:
+                agent = session.agent  # a session keeps its preset (AGT-3)
+            elif agent != session.agent:
+                if history:
+                    raise UsageError(
+                        f"session {session_id} runs the agent {session.agent or 'default'!r}; "
+                        "the agent can be switched only while a session has no messages"
+                    )
+                session = dataclasses.replace(session, agent=agent)
+        spec = self._spec_for(agent).for_run(tool_choice=tool_choice, limits=limits)
         if spec.settings.limits.max_cost_usd is not None and spec.settings.price is None:
             raise UsageError(
                 "a cost budget (max_cost_usd, --max-cost) needs the model's prices: set "
                 "[model.price] in config.toml"
             )
-        ports = self._assembler.ports
-        now = ports.clock.now()
-        history: list[Message] = []
-        if session_id is None:
+        if session is None:
             session = SessionInfo(
                 id=ports.ids.new_id("ses"),
                 project_dir=ports.fs.root,
                 created_at=now,
                 updated_at=now,
                 title=message.strip().splitlines()[0][:120],
+                agent=spec.agent,
             )
-        else:
-            session, history = await self._history(session_id, from_message)
         run_info = RunInfo(
             id=ports.ids.new_id("run"),
             session_id=session.id,

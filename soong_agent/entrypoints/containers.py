@@ -197,6 +197,7 @@ class Services(containers.DeclarativeContainer):
         root_spec,
         recall=memory_recall,
         extraction=memory_extraction,
+        presets=providers.Callable(factories.agent_presets, loaded, root_spec),
     )
 
 

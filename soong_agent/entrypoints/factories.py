@@ -580,6 +580,43 @@ def root_spec(
     )
 
 
+def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpec]:
+    """The run spec of each agent definition (AGT-1, AGT-3): the root's tools within the
+    definition's ceiling (never one `tools.disabled` names), its prompt section, its
+    `max_turns`. Definitions come from the built-ins and `${SOONG_AGENT_HOME}/agents` only; an
+    unknown id is a UsageError listing the known ones. Built once per id."""
+    import dataclasses
+
+    from soong_agent.adapters.agents import HomeAgentSource
+    from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.domain.agents import allowed_tools, unknown_agent_message
+
+    source = HomeAgentSource(loaded.home)
+    built: dict[str, RunSpec] = {}
+
+    def spec_for(agent_id: str) -> RunSpec:
+        if agent_id in built:
+            return built[agent_id]
+        definition = source.get(agent_id)
+        if definition is None:
+            known = [d.id for d in source.definitions()]
+            raise UsageError(f"--agent: {unknown_agent_message(agent_id, known)}")
+        names = allowed_tools(
+            definition, [*root.tools.names(), "compact"], loaded.config.tools.disabled
+        )
+        tools = ToolRegistry([t for t in root.tools.tools() if t.name in names])
+        settings = root.settings
+        if definition.max_turns is not None:
+            settings = dataclasses.replace(settings, max_turns=definition.max_turns)
+        spec = dataclasses.replace(
+            root, tools=tools, settings=settings, agent=definition.id, persona=definition.prompt
+        )
+        built[agent_id] = spec
+        return spec
+
+    return spec_for
+
+
 def process_runner() -> ProcessRunner:
     """A runner without an OS sandbox (hooks are not sandboxed yet; SBX-3 will have them)."""
     from soong_agent.adapters.process.runner import SubprocessRunner

@@ -110,12 +110,8 @@ def _as_tools(items: Sequence[FunctionTool | Tool]) -> list[Tool]:
 
 
 def not_available(agent: str | None, orchestrator: bool) -> None:
-    """Agent presets and orchestrator mode arrive in a later version; say so clearly."""
-    if agent is not None:
-        raise UsageError(
-            f"agent presets (agent={agent!r}) are not available in this version yet; "
-            "run without choosing an agent"
-        )
+    """Orchestrator mode arrives in a later version; say so clearly (`agent` is checked
+    against the definitions when the run starts)."""
     if orchestrator:
         raise UsageError("orchestrator mode is not available in this version yet")
 
@@ -243,6 +239,7 @@ class AgentRuntime:
             tool_choice=parse_tool_choice(tool_choice),
             limits=parse_limits(max_cost_usd, max_tokens, max_wall_ms),
             plan_mode=plan_mode,
+            agent=agent,
         )
         # only unfinished runs are kept (for aclose); a finished one belongs to its caller alone,
         # so a long-lived runtime serving many runs stays flat in memory

@@ -59,8 +59,7 @@ def test_approve_never_denies_and_rules_only_follows_the_policy(world: CliWorld)
 
     config = world.home / "config.toml"
     config.write_text(
-        config.read_text(encoding="utf-8")
-        + '[permissions]\nwrite_without_callback = "allow"\n',
+        config.read_text(encoding="utf-8") + '[permissions]\nwrite_without_callback = "allow"\n',
         encoding="utf-8",
     )
     world.server.enqueue(write_call("c.txt"), text_response("ok"))

@@ -163,11 +163,49 @@ def test_provider_failure_is_one_line_and_non_zero(world: CliWorld) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_agent_and_orchestrator_say_not_available(world: CliWorld) -> None:
-    for args in (["--agent", "full"], ["--orchestrator"]):
-        result = world.run("run", *args, "hi")
-        assert result.returncode == 2
-        assert "not available" in result.stderr and "Traceback" not in result.stderr
+def test_orchestrator_says_not_available_and_an_unknown_agent_lists_the_known(
+    world: CliWorld,
+) -> None:
+    result = world.run("run", "--orchestrator", "hi")
+    assert result.returncode == 2
+    assert "not available" in result.stderr and "Traceback" not in result.stderr
+    unknown = world.run("run", "--agent", "nope", "hi")
+    assert unknown.returncode == 2 and "known agents:" in unknown.stderr
+    assert "minimal" in unknown.stderr and world.server.requests == []
+
+
+def test_an_agent_preset_chooses_the_tools_and_prompt_and_the_session_keeps_it(
+    world: CliWorld,
+) -> None:
+    agents = world.home / "agents"
+    agents.mkdir()
+    (agents / "reviewer.md").write_text(
+        "---\nid: reviewer\ndescription: Reviews code\ntools: [read_file, grep]\n---\n"
+        "You review code and never change it.\n",
+        encoding="utf-8",
+    )
+    world.server.enqueue(text_response("looks fine"), text_response("still fine"))
+    first = world.run("run", "--agent", "reviewer", "review main.py")
+    assert first.returncode == 0, first.stderr
+    request = world.server.requests[0].json
+    assert sorted(t["function"]["name"] for t in request["tools"]) == [
+        "compact",
+        "grep",
+        "read_file",
+    ]
+    assert "You review code and never change it." in request["messages"][0]["content"]
+    session = re.search(r"session: (ses_\w+)", first.stdout)
+    assert session
+    again = world.run("run", "--session-id", session.group(1), "and now?")
+    assert again.returncode == 0, again.stderr
+    resumed = world.server.requests[1].json
+    assert sorted(t["function"]["name"] for t in resumed["tools"]) == [
+        "compact",
+        "grep",
+        "read_file",
+    ]
+    switch = world.run("run", "--session-id", session.group(1), "--agent", "minimal", "x")
+    assert switch.returncode == 2 and "switched only while" in switch.stderr
 
 
 def test_path_pointing_at_a_file_uses_its_folder(world: CliWorld, tmp_path: Path) -> None:

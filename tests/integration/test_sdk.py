@@ -126,8 +126,8 @@ async def test_unknown_session_agent_and_orchestrator_are_usage_errors(
     async with AgentRuntime(project, home, model=ScriptedModel()) as runtime:
         with pytest.raises(SessionNotFound):
             await runtime.run("x", session_id="ses_unknown")
-        with pytest.raises(UsageError, match="not available"):
-            await runtime.run("x", agent="full")
+        with pytest.raises(UsageError, match=r"unknown agent .nope.; known agents: .*minimal"):
+            await runtime.run("x", agent="nope")
         with pytest.raises(UsageError, match="not available"):
             await runtime.run("x", orchestrator=True)
 

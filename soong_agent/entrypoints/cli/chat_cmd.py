@@ -44,6 +44,7 @@ class ChatState:
     """What the conversation carries from one message to the next."""
 
     session_id: str | None = None
+    agent: str | None = None
     branch_from: str | None = None
     compact_next: bool = False
     interrupted: int = 0
@@ -100,7 +101,12 @@ async def _sessions(store: SessionStore) -> str:
 
 
 async def _one_run(service: RunService, renderer: Renderer, message: str, state: ChatState) -> None:
-    run = await service.start(message, session_id=state.session_id, from_message=state.branch_from)
+    run = await service.start(
+        message,
+        session_id=state.session_id,
+        from_message=state.branch_from,
+        agent=state.agent if state.session_id is None else None,
+    )
     state.branch_from = None
     pending: list[asyncio.Future[object]] = []
     if state.compact_next:  # compacted before the run's first model call
@@ -133,7 +139,7 @@ async def _one_run(service: RunService, renderer: Renderer, message: str, state:
         renderer.status(f"  ({result.status}: {renderer.clean(result.reason)})")
 
 
-async def _chat(path: str | None, session_id: str | None) -> int:
+async def _chat(path: str | None, session_id: str | None, agent: str | None = None) -> int:
     from soong_agent.entrypoints.cli.approve_modes import approver_for
     from soong_agent.entrypoints.cli.live_render import LiveRenderer, wants_live
     from soong_agent.entrypoints.containers import CliContainer
@@ -144,7 +150,7 @@ async def _chat(path: str | None, session_id: str | None) -> int:
     container = CliContainer(
         loaded=loaded, approver=approver_for("ask", write=renderer.prompt, clean=renderer.clean)
     )
-    state = ChatState(session_id=session_id)
+    state = ChatState(session_id=session_id, agent=agent)
     _history(str(loaded.home / "chat_history"))
     try:
         service = container.services.run_service()
@@ -203,9 +209,6 @@ def chat_command(*, path: str | None, session_id: str | None, agent: str | None 
     """`soong-agent chat`."""
 
     def go() -> int:
-        from soong_agent.entrypoints.sdk import not_available
-
-        not_available(agent, False)
-        return asyncio.run(_chat(path, session_id))
+        return asyncio.run(_chat(path, session_id, agent))
 
     return guarded(go)

@@ -119,6 +119,7 @@ async def _run(
             tool_choice=choice,
             limits=limits,
             plan_mode=choices.plan,
+            agent=agent,
         )
         for warning in container.services.catalog().warnings:
             renderer.status(f"warning: {warning}")
