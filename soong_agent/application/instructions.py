@@ -11,18 +11,17 @@ rule (`replay`), so the new run's first request carries the same files.
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections.abc import Iterable, Sequence
 
 from soong_agent.application.recorder import RunRecorder
+from soong_agent.domain.compaction.carry_over import call_path as path_argument
 from soong_agent.ports.events import InstructionsLoaded
 from soong_agent.ports.messages import Message, ToolCallBlock, ToolResultBlock
 from soong_agent.ports.prompt import ContextSource, InstructionDoc
 
 FOLDER_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "glob", "grep"})
 """Tools whose `path` / `file_path` argument says which folders the agent works in."""
-_PATH_KEYS = ("path", "file_path")
 
 
 def call_path(call: ToolCallBlock) -> str | None:
@@ -31,17 +30,7 @@ def call_path(call: ToolCallBlock) -> str | None:
     `list_dir`, `glob` and `grep` without a path work in the project folder itself."""
     if call.name not in FOLDER_TOOLS:
         return None
-    try:
-        args = json.loads(call.arguments or "{}")
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(args, dict):
-        return None
-    for key in _PATH_KEYS:
-        value = args.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
+    return path_argument(call)
 
 
 def folders_of(path: str, root: str) -> list[str]:

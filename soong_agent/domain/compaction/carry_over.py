@@ -117,7 +117,8 @@ def parse_carry_over(text: str) -> CarryOver | None:
     )
 
 
-def _call_path(call: ToolCallBlock) -> str | None:
+def call_path(call: ToolCallBlock) -> str | None:
+    """The `path` (or `file_path`) argument of a call, when it has one."""
     try:
         args = json.loads(call.arguments)
     except (ValueError, RecursionError):
@@ -145,7 +146,7 @@ def files_touched(messages: Sequence[Message]) -> list[str]:
                     seen.setdefault(carried_path)
         for call in message.tool_calls:
             if call.name in FILE_TOOLS:
-                path = _call_path(call)
+                path = call_path(call)
                 if path is not None:
                     seen.setdefault(path)
     return list(seen)
