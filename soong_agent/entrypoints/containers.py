@@ -97,7 +97,9 @@ class Adapters(containers.DeclarativeContainer):
     token_counter = providers.Singleton(factories.token_counter)
     shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
     redactor = providers.Singleton(factories.secret_redactor, loaded, secrets)
-    hooks = providers.Singleton(factories.hook_pipeline, loaded, process_runner, closables)
+    hooks = providers.Singleton(
+        factories.hook_pipeline, loaded, process_runner, closables, command_runner
+    )
     mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
     recall_profile = providers.Singleton(factories.purpose_profile, loaded, "memory_recall")

@@ -510,6 +510,7 @@ def hook_pipeline(
     loaded: LoadedConfig,
     runner: ProcessRunner,
     closables: list[Callable[[], Awaitable[None]]],
+    sandboxed_runner: ProcessRunner | None = None,
 ) -> HookPipeline | None:
     """The hooks of `${SOONG_AGENT_HOME}/hooks.json` (HOOK-1; a project's is never read),
     read once at start: a bad file is a ConfigError naming the entry. None when there are no
@@ -532,6 +533,8 @@ def hook_pipeline(
         os.environ, config.tools.env_allowlist, secret_names=secret_names(loaded), home=project
     )
     env.update(PROJECT_ROOT=project, PLATFORM=sys.platform, ARCH=platform.machine(), CWD=project)
+    if config.hooks.sandboxed and sandboxed_runner is not None:
+        runner = sandboxed_runner  # the OS sandbox of run_command (SBX-3)
     pipeline = HookPipeline(
         hooks,
         runner,
@@ -618,7 +621,7 @@ def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpe
 
 
 def process_runner() -> ProcessRunner:
-    """A runner without an OS sandbox (hooks are not sandboxed yet; SBX-3 will have them)."""
+    """A runner without an OS sandbox (for hooks with `hooks.sandboxed = false`)."""
     from soong_agent.adapters.process.runner import SubprocessRunner
 
     return SubprocessRunner()

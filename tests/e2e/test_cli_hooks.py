@@ -133,26 +133,26 @@ def test_a_hook_never_sees_a_secret_in_its_environment(world: CliWorld) -> None:
         world,
         "dump",
         "import os, sys\n"
-        f"open({str(world.home.parent / 'env.txt')!r}, 'w').write(repr(dict(os.environ)))\n"
-        "open(" + repr(str(world.home.parent / "stdin.txt")) + ", 'w').write(sys.stdin.read())\n",
+        f"open({str(world.project / 'env.txt')!r}, 'w').write(repr(dict(os.environ)))\n"
+        "open(" + repr(str(world.project / "stdin.txt")) + ", 'w').write(sys.stdin.read())\n",
     )
     write_hooks(world, {"session_start": [{"command": dump}]})
     world.server.enqueue(text_response("done"))
     world.env["SOME_TOKEN"] = "tok-should-not-leak-9f8e"
     result = world.run("run", "hi")
     assert result.returncode == 0, result.stderr
-    env = (world.home.parent / "env.txt").read_text(encoding="utf-8")
+    env = (world.project / "env.txt").read_text(encoding="utf-8")
     assert CANARY not in env and "tok-should-not-leak-9f8e" not in env
     assert str(world.project) in env  # PROJECT_ROOT and CWD
     for name in ("PROJECT_ROOT", "PLATFORM", "ARCH", "CWD", "SESSION_ID"):
         assert f"'{name}'" in env
-    data = json.loads((world.home.parent / "stdin.txt").read_text(encoding="utf-8"))
+    data = json.loads((world.project / "stdin.txt").read_text(encoding="utf-8"))
     assert data["hook"] == "session_start" and data["depth"] == 0
     assert data["session_id"].startswith("ses_")
 
 
 def test_async_session_hooks_do_not_hold_up_the_run(world: CliWorld) -> None:
-    stamp = world.home.parent / "end.txt"
+    stamp = world.project / "end.txt"
     slow = script(
         world,
         "slow",
@@ -205,3 +205,22 @@ def test_hooks_enabled_false_turns_them_all_off(world: CliWorld) -> None:
     assert result.returncode == 0, result.stderr
     assert (world.project / "out.txt").exists()
     assert re.search(r"session: ses_\w+", result.stdout)
+
+
+def test_hooks_run_in_the_os_sandbox_unless_told_otherwise(world: CliWorld) -> None:
+    from soong_agent.adapters.ossandbox import probe_host
+
+    if not any(status.works for status in probe_host().statuses):
+        pytest.skip("no OS sandbox works on this host")
+    outside = world.home.parent / "hook-was-here.txt"
+    writer = script(world, "writer", f"open({str(outside)!r}, 'w').write('x')\n")
+    write_hooks(world, {"session_start": [{"command": writer}]})
+    world.server.enqueue(text_response("done"), text_response("done"))
+    sandboxed = world.run("run", "hi")
+    assert sandboxed.returncode == 0, sandboxed.stderr
+    assert not outside.exists()  # the sandbox refused the write outside the project
+    assert "session_start hook failed" in sandboxed.stderr
+    add_config(world, "[hooks]\nsandboxed = false\n")
+    plain = world.run("run", "hi")
+    assert plain.returncode == 0, plain.stderr
+    assert outside.read_text(encoding="utf-8") == "x"

@@ -39,7 +39,7 @@ async def test_every_hook_type_fires_at_the_root_through_the_sdk(tmp_path: Path)
     write_minimal_config(home)
     logger = tmp_path / "log_hook.py"
     logger.write_text(LOGGER, encoding="utf-8")
-    log = tmp_path / "fired.jsonl"
+    log = project / "fired.jsonl"  # hooks run in the OS sandbox: they write in the project
     hooks = {hook: [{"command": f"{sys.executable} {logger} {hook} {log}"}] for hook in HOOK_TYPES}
     (home / "hooks.json").write_text(json.dumps({"hooks": hooks}), encoding="utf-8")
 

@@ -277,6 +277,9 @@ class HooksConfig(Section):
     default_timeout_ms: int = Field(default=30_000, gt=0)
     max_stop_continuations: int = Field(default=3, ge=0)
     """How often a `stop` hook may make the agent go on, per run."""
+    sandboxed: bool = True
+    """Hook commands run in the same OS sandbox as run_command (`[sandbox]`); false: as
+    plain processes (for a hook that must write outside the project or reach the network)."""
 
 
 class NetworkConfig(Section):
