@@ -27,15 +27,16 @@ def _todo_board() -> Any:
 
 
 def _todo_reader(board: Any, loaded: Any) -> Any:
-    """What compaction carries over as the plan of the work: the run's todo list and the
-    session's task board (TASK-2)."""
+    """What compaction carries over as the plan of the work: the run's todo list, the
+    session's active plan (PLAN-1) and its task board (TASK-2)."""
     from soong_agent.application.tools.todo import render_todos
 
     tasks = factories.task_board_reader(loaded)
+    plan = factories.active_plan_reader(loaded)
 
     def read(session_id: str) -> str:
         todos = board.current_todos(session_id)
-        parts = [render_todos(todos) if todos else "", tasks(session_id)]
+        parts = [render_todos(todos) if todos else "", plan(session_id), tasks(session_id)]
         return "\n\n".join(p for p in parts if p)
 
     return read

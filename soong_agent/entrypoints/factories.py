@@ -282,6 +282,41 @@ def _deferrable(tools: list[Tool]) -> list[Tool]:
     return [dataclasses.replace(tool, deferrable=True) for tool in tools]
 
 
+ACTIVE_PLAN_LINES = 40
+"""How much of the active plan compaction carries over (its file holds the rest)."""
+
+
+def active_plan_reader(loaded: LoadedConfig) -> Callable[[str], str]:
+    """The session's active plan as compaction carries it over (PLAN-1): the plan file this
+    session wrote last (its marker line names the session), by name and path, and its first
+    `ACTIVE_PLAN_LINES` lines; "" when the session wrote none."""
+    from soong_agent.application.tools.plans import PlanFile
+
+    folder = Path(loaded.config.plan.default_dir)
+
+    def read(session_id: str) -> str:
+        try:
+            files = sorted(folder.glob("*.md"), key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:
+            return ""
+        for path in files:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            plan = PlanFile(text)
+            if plan.owner != session_id:
+                continue
+            lines = plan.body.strip().splitlines()
+            shown = "\n".join(lines[:ACTIVE_PLAN_LINES])
+            more = len(lines) - ACTIVE_PLAN_LINES
+            tail = f"\n[… {more} more lines in the file]" if more > 0 else ""
+            return f"Active plan {path.stem!r} ({path}):\n{shown}{tail}"
+        return ""
+
+    return read
+
+
 def task_board_reader(loaded: LoadedConfig) -> Callable[[str], str]:
     """The task board of a session, as the system prompt and compaction show it (TASK-2):
     read from the WAL files, cut to `task.task_board_token_budget`; "" without tasks."""
