@@ -37,7 +37,13 @@ from pydantic import Field
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from soong_agent.application.tools.plans import PlanStore, check_plan_name
 from soong_agent.domain.config.schema import PlanConfig
-from soong_agent.ports.approval import ApprovalRequest, Approver, printable
+from soong_agent.ports.approval import (
+    ApprovalRequest,
+    Approver,
+    PlanReview,
+    PlanReviewer,
+    printable,
+)
 from soong_agent.ports.events import PlanModeChanged
 from soong_agent.ports.messages import Message
 
@@ -178,24 +184,26 @@ class _PlanModeTools:
         more = len(lines) - PREVIEW_LINES
         detail = head + (f"\n[... {more} more lines in {shown}]" if more > 0 else "")
         first = next((line.strip() for line in lines if line.strip()), "(empty)")
-        answer = await self._approver.decide(
-            ApprovalRequest(
-                tool=EXIT_PLAN_MODE,
-                call_id=f"{ctx.run_id}:{EXIT_PLAN_MODE}:{name}",
-                permission_class="read_only",
-                summary=printable(
-                    f'approve the plan {shown} ("{first[:80]}", {len(lines)} lines) and leave '
-                    "plan mode"
-                ),
-                session_scope="nothing (each plan is approved on its own)",
-                detail=printable(detail),
-            )
+        request = ApprovalRequest(
+            tool=EXIT_PLAN_MODE,
+            call_id=f"{ctx.run_id}:{EXIT_PLAN_MODE}:{name}",
+            permission_class="read_only",
+            summary=printable(
+                f'approve the plan {shown} ("{first[:80]}", {len(lines)} lines) and leave plan mode'
+            ),
+            session_scope="nothing (each plan is approved on its own)",
+            detail=printable(detail),
         )
-        if answer == "deny":
+        if isinstance(self._approver, PlanReviewer):
+            review = await self._approver.review_plan(request)
+        else:
+            review = PlanReview(approved=await self._approver.decide(request) != "deny")
+        if not review.approved:
+            said = f' The user says: "{review.note}".' if review.note else ""
             return ToolOutput(
-                f"The user did not approve the plan {name!r} ({shown}). Plan mode stays on: keep "
-                "planning — read what the user said, revise the plan with plan_write, and call "
-                "exit_plan_mode again when it is ready.",
+                f"The user did not approve the plan {name!r} ({shown}).{said} Plan mode stays "
+                "on: keep planning — revise the plan with plan_write, and call exit_plan_mode "
+                "again when it is ready.",
                 is_error=True,
             )
         self._modes.set(ctx.session_id, False)

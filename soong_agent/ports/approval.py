@@ -58,3 +58,23 @@ class Approver(Protocol):
     async def decide(self, request: ApprovalRequest) -> Decision:
         """Return the user's decision; anything unclear must be answered with ``deny``."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReview:
+    """The user's answer to a plan (PLAN-2): approve it, or keep planning with a `note` for
+    the model (what to change; empty: none given)."""
+
+    approved: bool
+    note: str = ""
+
+
+@runtime_checkable
+class PlanReviewer(Protocol):
+    """An approver that can also review a plan: approve it, or send the model back to
+    planning with a note. Approvers without it answer plans through `decide` (any allow is
+    an approval, without a note)."""
+
+    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
+        """The user's review of the plan the request shows; anything unclear keeps planning."""
+        ...

@@ -25,7 +25,7 @@ from soong_agent.application.tools.files import file_tools
 from soong_agent.application.tools.plans import plan_tools
 from soong_agent.application.tools.shell import run_command_tool
 from soong_agent.domain.config.schema import PermissionsConfig, PlanConfig, ToolsConfig
-from soong_agent.ports.approval import Approver
+from soong_agent.ports.approval import ApprovalRequest, Approver, PlanReview
 from soong_agent.ports.events import PermissionDecided, PlanModeChanged, RunEvent
 from soong_agent.testing import (
     RecordingApprover,
@@ -318,3 +318,55 @@ async def test_plan_tools_are_not_asked_about_in_plan_mode_even_when_reads_ask(
     await run_all(h)
     assert [r.tool for r in approver.requests] == ["enter_plan_mode", "exit_plan_mode"]
     assert not modes.active(SESSION)
+
+
+class NotingReviewer(RecordingApprover):
+    """Answers calls like RecordingApprover and reviews plans: keep planning, with a note."""
+
+    def __init__(self, review: PlanReview) -> None:
+        super().__init__(default="allow_once")
+        self.review = review
+        self.plans: list[ApprovalRequest] = []
+
+    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
+        self.plans.append(request)
+        return self.review
+
+
+async def test_a_plan_sent_back_with_a_note_reaches_the_model(modes: PlanModes) -> None:
+    reviewer = NotingReviewer(PlanReview(approved=False, note="split step 2 in two"))
+    h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("ok")], reviewer)
+    await run_all(h)
+    content, is_error = result_of(h, 3)
+    assert is_error and 'The user says: "split step 2 in two"' in content
+    assert modes.active(SESSION)
+    assert reviewer.plans and reviewer.plans[0].tool == "exit_plan_mode"
+    assert reviewer.requests == []  # the plan went to review_plan, not decide
+
+
+async def test_a_reviewer_approving_the_plan_leaves_plan_mode(modes: PlanModes) -> None:
+    reviewer = NotingReviewer(PlanReview(approved=True))
+    h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("ok")], reviewer)
+    await run_all(h)
+    assert not modes.active(SESSION)
+
+
+async def test_the_terminal_reads_a_note_and_a_callback_may_return_one() -> None:
+    import io
+
+    from soong_agent.adapters.approvals.callback import CallbackApprover
+    from soong_agent.adapters.approvals.terminal import TerminalApprover
+
+    request = ApprovalRequest("exit_plan_mode", "c", "read_only", "approve the plan", "nothing")
+    written: list[str] = []
+    sent_back = TerminalApprover(stdin=io.StringIO("2\nuse smaller steps\n"), write=written.append)
+    assert await sent_back.review_plan(request) == PlanReview(False, "use smaller steps")
+    assert "keep planning" in "".join(written)
+    approving = TerminalApprover(stdin=io.StringIO("1\n"), write=written.append)
+    assert await approving.review_plan(request) == PlanReview(True)
+    closed = TerminalApprover(stdin=io.StringIO(""), write=written.append)
+    assert await closed.review_plan(request) == PlanReview(False)
+    noted = CallbackApprover(lambda r: ("deny", " too big "))
+    assert await noted.review_plan(request) == PlanReview(False, "too big")
+    plain = CallbackApprover(lambda r: "allow_once")
+    assert await plain.review_plan(request) == PlanReview(True)

@@ -6,9 +6,13 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import get_args
 
-from soong_agent.ports.approval import ApprovalRequest, Decision
+from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview
 
-ApprovalCallback = Callable[[ApprovalRequest], "Decision | Awaitable[Decision]"]
+ApprovalCallback = Callable[
+    [ApprovalRequest],
+    "Decision | tuple[Decision, str] | Awaitable[Decision | tuple[Decision, str]]",
+]
+"""Answers a request with a decision; for a plan (`review_plan`) also `("deny", "note")`."""
 _DECISIONS: dict[str, Decision] = {decision: decision for decision in get_args(Decision)}
 
 
@@ -37,3 +41,14 @@ class CallbackApprover:
         if inspect.isawaitable(answer):
             answer = await answer
         return as_decision(answer)
+
+    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
+        """The callback reviews a plan like a call: an allow approves it; a deny, or a
+        ``("deny", "note")`` pair, keeps planning (with the note for the model)."""
+        answer: object = self._callback(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[1], str):
+            decision, note = as_decision(answer[0]), answer[1].strip()
+            return PlanReview(approved=decision != "deny", note="" if decision != "deny" else note)
+        return PlanReview(approved=as_decision(answer) != "deny")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
-from soong_agent.ports.approval import ApprovalRequest, Decision, printable
+from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview, printable
 
 _ANSWERS: dict[str, Decision] = {
     "1": "allow_once",
@@ -78,6 +78,9 @@ def _paint(line: str) -> str:
     if line.startswith("+"):
         return f"{_GREEN}{line}{_RESET}"
     return line
+
+
+_ALLOW = ("allow_once", "allow_for_session")
 
 
 class TerminalApprover:
@@ -153,6 +156,35 @@ class TerminalApprover:
             f"  3) deny\n"
             f"  answer [{keys}]: "
         )
+
+    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
+        """`1` (or an allow answer) approves the plan; `2` (or anything else) keeps planning
+        and reads one more line, the note for the model; a closed stdin keeps planning."""
+        async with self._lock:
+            shown, _ = self._detail(request.detail, whole=True)
+            self._write(
+                f"\n? {request.tool}: {request.summary}\n{shown}"
+                "  1) approve the plan\n"
+                "  2) keep planning (you can add a note for the agent)\n"
+                "  answer [1/2]: "
+            )
+            line = None if self._exhausted else await asyncio.to_thread(self._read_line)
+            if line is None:
+                self._exhausted = True
+                self._write("(no answer: stdin is closed) -> keep planning\n")
+                return PlanReview(approved=False)
+            answer = line.strip().lower()
+            if self._stdin is not None and not self._stdin.isatty():
+                self._write(f"{line.strip()}\n")
+            keep = answer in ("2", "keep", "keep planning", "n", "no")
+            if not keep and (answer in ("approve", "y", "yes") or parse_answer(line) in _ALLOW):
+                return PlanReview(approved=True)
+            self._write("  note for the agent (Enter for none): ")
+            note = None if self._exhausted else await asyncio.to_thread(self._read_line)
+            if note is None:
+                self._exhausted = True
+                return PlanReview(approved=False)
+            return PlanReview(approved=False, note=note.strip())
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         async with self._lock:  # one question at a time on one terminal

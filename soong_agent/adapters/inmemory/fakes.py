@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import get_args
 
-from soong_agent.ports.approval import ApprovalRequest, Decision
+from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview
 from soong_agent.ports.prompt import EnvironmentInfo, InstructionDoc
 
 _DECISIONS: tuple[Decision, ...] = get_args(Decision)
@@ -89,6 +89,10 @@ class RecordingApprover:
     async def decide(self, request: ApprovalRequest) -> Decision:
         self.requests.append(request)
         return self.answers.pop(0) if self.answers else self.default
+
+    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
+        """A plan is reviewed with the next answer: an allow approves it (no note)."""
+        return PlanReview(approved=await self.decide(request) != "deny")
 
 
 class StaticContextSource:
