@@ -188,6 +188,8 @@ class MemoryConfig(Section):
     memory_context_token_budget: int = Field(default=2_000, ge=0)
     extract_model_profile: ModelProfileRef | None = None
     recall_model_profile: ModelProfileRef | None = None
+    consolidate_min_hours: float = Field(default=24.0, ge=0)
+    consolidate_min_sessions: int = Field(default=5, ge=0)
 
 
 class WorkerConfig(Section):

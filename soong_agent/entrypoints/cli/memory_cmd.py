@@ -93,3 +93,67 @@ def memory_rm(name: str, path: str | None) -> int:
         return EXIT_OK
 
     return guarded(go)
+
+
+def memory_consolidate(path: str | None, dry_run: bool) -> int:
+    """Consolidate the memories now (seed 002 "Dream"; the time and session gates do not apply,
+    the lock does): print the plan (`dry_run`: nothing written) or what was applied."""
+
+    def go() -> int:
+        import asyncio
+
+        from soong_agent.application.memory_consolidation import (
+            ConsolidationSettings,
+            MemoryConsolidation,
+        )
+        from soong_agent.entrypoints.containers import CliContainer
+        from soong_agent.entrypoints.sdk import load
+        from soong_agent.ports.errors import RunError
+
+        loaded = load(path, None)
+        adapters = CliContainer(loaded=loaded).adapters
+        redactor: SecretRedactor = adapters.redactor()
+        known = adapters.knowledge()
+        folder = loaded.config.memory.memory_dir
+        if known.memory is None or known.policy is None:
+            sys.stdout.write("memory is disabled (memory.enabled = false)\n")
+            return EXIT_OK
+        job = MemoryConsolidation(
+            memory=known.memory,
+            policy=known.policy,
+            provider=adapters.extract_provider(),
+            clock=adapters.clock(),
+            folder=folder,
+            settings=ConsolidationSettings(
+                min_hours=loaded.config.memory.consolidate_min_hours,
+                min_sessions=loaded.config.memory.consolidate_min_sessions,
+            ),
+            redactor=redactor,
+        )
+
+        async def work() -> list[str]:
+            try:
+                if dry_run:
+                    plan = await job.plan()
+                    head = f"plan for {folder} (dry run, nothing written):"
+                    lines = plan.lines() or ["nothing to change"]
+                    size = f"MEMORY.md: {plan.index_before[0]} -> {plan.index_after[0]} lines"
+                    return [head, *(f"  {line}" for line in lines), size]
+                report = await job.run(force=True)
+                if report.skipped is not None:
+                    return [f"not consolidated: {report.skipped}"]
+                if report.failed is not None:
+                    raise RunError(f"memory consolidation failed: {report.failed}")
+                done = [f"  {step.line()}" for step in report.applied] or ["  nothing to change"]
+                problems = [f"  warning: {p}" for p in report.problems]
+                return [f"consolidated {folder}:", *done, *problems]
+            finally:
+                closables = adapters.closables()
+                while closables:
+                    await closables.pop()()
+
+        lines = asyncio.run(work())
+        sys.stdout.write(redactor.redact("\n".join(lines)) + "\n")
+        return EXIT_OK
+
+    return guarded(go)
