@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.mcp_tools import loaded_in
+from soong_agent.application.memory_consolidation import MemoryConsolidation
 from soong_agent.application.memory_extraction import MemoryExtraction
 from soong_agent.application.memory_recall import MemoryRecall
 from soong_agent.application.run_handle import Run
@@ -39,10 +40,13 @@ class RunService:
         recall: MemoryRecall | None = None,
         extraction: MemoryExtraction | None = None,
         presets: Callable[[str], RunSpec] | None = None,
+        consolidation: MemoryConsolidation | None = None,
     ) -> None:
         self._assembler = assembler
         self._root = root
         self._presets = presets
+        self._consolidation = consolidation
+        self._background: set[asyncio.Task[object]] = set()
         self.recall = recall
         self.extraction = extraction
         self._grants: dict[str, SessionGrants] = {}
@@ -173,11 +177,21 @@ class RunService:
         )
         self._active[session.id] = self._active.get(session.id, 0) + 1
         task.add_done_callback(lambda _: self._run_ended(session.id))
+        self._consolidate_when_due()
         extraction = self.extraction
         if extraction is not None:  # before attach: the job starts before a waiter resumes
             task.add_done_callback(lambda _: extraction.run_ended(session.id))
         assembled.run.attach(task)
         return assembled.run
+
+    def _consolidate_when_due(self) -> None:
+        """Start the memory consolidation pass beside the run when it is due (it checks its
+        own gates and lock; one at a time; it never raises)."""
+        if self._consolidation is None or self._background:
+            return
+        job: asyncio.Task[object] = asyncio.ensure_future(self._consolidation.maybe_run())
+        self._background.add(job)
+        job.add_done_callback(self._background.discard)
 
     def _run_ended(self, session_id: str) -> None:
         """When a session's last active run ends without grants, drop its empty grant set, so

@@ -183,6 +183,15 @@ class Services(containers.DeclarativeContainer):
         adapters.recall_profile,
         adapters.redactor,
     )
+    memory_consolidation = providers.Singleton(
+        factories.memory_consolidation,
+        loaded,
+        adapters.knowledge,
+        adapters.session_store,
+        adapters.extract_provider,
+        adapters.clock,
+        adapters.redactor,
+    )
     memory_extraction = providers.Singleton(
         factories.memory_extraction,
         loaded,
@@ -200,6 +209,7 @@ class Services(containers.DeclarativeContainer):
         root_spec,
         recall=memory_recall,
         extraction=memory_extraction,
+        consolidation=memory_consolidation,
         presets=providers.Callable(factories.agent_presets, loaded, root_spec),
     )
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
     from soong_agent.application.assembly import RunPolicies, RunSpec
     from soong_agent.application.hooks import HookPipeline
+    from soong_agent.application.memory_consolidation import MemoryConsolidation
     from soong_agent.application.memory_extraction import MemoryExtraction
     from soong_agent.application.memory_recall import MemoryRecall
     from soong_agent.application.plan_mode import PlanModes
@@ -490,6 +491,38 @@ def memory_extraction(
     )
     closables.append(extraction.aclose)
     return extraction
+
+
+def memory_consolidation(
+    loaded: LoadedConfig,
+    known: Knowledge,
+    sessions: SessionStore,
+    provider: ModelProvider,
+    clock: Clock,
+    redactor: SecretRedactor,
+) -> MemoryConsolidation | None:
+    """The consolidation pass (seed 002 "Dream"); None without memory. Due at most once per
+    `memory.consolidate_min_hours`, after `consolidate_min_sessions` new sessions."""
+    if known.memory is None or known.policy is None:
+        return None
+    from soong_agent.application.memory_consolidation import (
+        ConsolidationSettings,
+        MemoryConsolidation,
+    )
+
+    config = loaded.config.memory
+    return MemoryConsolidation(
+        memory=known.memory,
+        policy=known.policy,
+        provider=provider,
+        clock=clock,
+        folder=config.memory_dir,
+        sessions=sessions,
+        settings=ConsolidationSettings(
+            min_hours=config.consolidate_min_hours, min_sessions=config.consolidate_min_sessions
+        ),
+        redactor=redactor,
+    )
 
 
 def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:

@@ -331,6 +331,19 @@ def memory_show(name: NameArgument, path: PathOption = None) -> None:
     raise typer.Exit(body(name, path))
 
 
+@memory_app.command("consolidate", cls=Command)
+def memory_consolidate(
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
+    ] = False,
+    path: PathOption = None,
+) -> None:
+    """Merge duplicates, make dates absolute, resolve contradictions, cap MEMORY.md (now)."""
+    from soong_agent.entrypoints.cli.memory_cmd import memory_consolidate as body
+
+    raise typer.Exit(body(path, dry_run))
+
+
 @memory_app.command("rm", cls=Command)
 def memory_rm(name: NameArgument, path: PathOption = None) -> None:
     """Remove one memory (and its line in MEMORY.md)."""
