@@ -35,16 +35,15 @@ import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
-import json
 import logging
 import os
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from soong_agent.application.model_answers import answer_text, operations_in
 from soong_agent.domain.memory import NAME_RULE, MemoryPolicy
 from soong_agent.domain.memory.consolidation import (
     MAX_INDEX_BYTES,
@@ -68,7 +67,6 @@ from soong_agent.ports.messages import user_text
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import SessionStore
-from soong_agent.ports.streaming import TextDelta
 from soong_agent.ports.system import Clock
 
 log = logging.getLogger("soong_agent.memory")
@@ -122,42 +120,10 @@ class ConsolidationFailed(Exception):
     """The consolidation model's answer cannot be used."""
 
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
-
-
 def parse_operations(answer: str) -> tuple[list[ConsolidationOperation], list[str]]:
     """The operations of ``{"operations": [...]}`` (or a bare list; a code fence or words
     around the JSON are tolerated) and one line per entry that is not a valid operation."""
-    text = _FENCE.sub("", answer.strip())
-    value: Any = None
-    candidates = [text]
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if starts:
-        candidates.append(text[min(starts) : max(text.rfind("}"), text.rfind("]")) + 1])
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-            break
-        except ValueError:
-            continue
-    if isinstance(value, dict):
-        value = value.get("operations")
-    if not isinstance(value, list):
-        raise ConsolidationFailed(
-            f"the answer is not a JSON list of operations: {one_line(answer, 80)!r}"
-        )
-    operations: list[ConsolidationOperation] = []
-    problems: list[str] = []
-    for index, item in enumerate(value):
-        try:
-            operations.append(ConsolidationOperation.model_validate(item))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "operation"
-            problems.append(f"operation {index + 1} ignored: {where}: {first['msg']}")
-    if value and not operations:
-        raise ConsolidationFailed("; ".join(problems))
-    return operations, problems
+    return operations_in(answer, ConsolidationOperation, ConsolidationFailed)
 
 
 StepKind = Literal["redate", "merge", "resolve", "update", "delete", "drop"]
@@ -586,11 +552,7 @@ class MemoryConsolidation:
             max_output_tokens=CONSOLIDATE_OUTPUT_TOKENS,
             temperature=self.settings.temperature,
         )
-        parts: list[str] = []
-        async for event in self._provider.stream(request):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-        return "".join(parts)
+        return await answer_text(self._provider, request)
 
     def __repr__(self) -> str:
         return f"MemoryConsolidation(lock={self.lock.path!r})"

@@ -38,20 +38,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
-import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from soong_agent.application.memory_recall import render_catalogue
+from soong_agent.application.model_answers import answer_text, operations_in
 from soong_agent.application.tools.memory import memory_rejected_fields
 from soong_agent.domain.memory import NAME_RULE, MemoryPolicy
-from soong_agent.domain.skills import estimate_tokens, one_line
+from soong_agent.domain.skills import estimate_tokens
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.events import ErrorEvent, MemoryRejected
 from soong_agent.ports.memory import (
@@ -65,7 +64,6 @@ from soong_agent.ports.messages import Message, TextBlock, user_text
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import SessionStore
-from soong_agent.ports.streaming import TextDelta
 from soong_agent.ports.system import Clock
 
 log = logging.getLogger("soong_agent.memory")
@@ -124,50 +122,12 @@ class ExtractionFailed(Exception):
     """The extraction model's answer cannot be used (its messages stay pending)."""
 
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
-
-
 def parse_operations(answer: str) -> tuple[list[MemoryOperation], list[str]]:
     """The operations of the model's answer and one line per entry that is not a valid
-    operation; `ExtractionFailed` when the answer is not ``{"operations": [...]}`` or a bare
-    list (a code fence or words around the JSON are tolerated)."""
-    text = _FENCE.sub("", answer.strip())
-    value: Any = None
-    for candidate in (text, _outer_json(text)):
-        if candidate is None:
-            continue
-        try:
-            value = json.loads(candidate)
-            break
-        except ValueError:
-            continue
-    if isinstance(value, dict):
-        value = value.get("operations", value.get("memories"))
-    if not isinstance(value, list):
-        raise ExtractionFailed(
-            f"the answer is not a JSON list of operations: {one_line(answer, 80)!r}"
-        )
-    operations: list[MemoryOperation] = []
-    problems: list[str] = []
-    for index, item in enumerate(value):
-        try:
-            operations.append(MemoryOperation.model_validate(item))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "operation"
-            problems.append(f"operation {index + 1} ignored: {where}: {first['msg']}")
-    if value and not operations:
-        raise ExtractionFailed("; ".join(problems))
-    return operations, problems
-
-
-def _outer_json(text: str) -> str | None:
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if not starts:
-        return None
-    start = min(starts)
-    end = max(text.rfind("}"), text.rfind("]"))
-    return text[start : end + 1] if end > start else None
+    operation; `ExtractionFailed` when the answer is not ``{"operations": [...]}`` (or
+    ``{"memories": [...]}``) or a bare list (a code fence or words around the JSON are
+    tolerated)."""
+    return operations_in(answer, MemoryOperation, ExtractionFailed, keys=("operations", "memories"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -517,11 +477,7 @@ class MemoryExtraction:
             max_output_tokens=EXTRACT_OUTPUT_TOKENS,
             temperature=self.settings.temperature,
         )
-        parts: list[str] = []
-        async for event in self._provider.stream(request):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-        return "".join(parts)
+        return await answer_text(self._provider, request)
 
     def _apply(
         self, operations: Sequence[MemoryOperation], report: ExtractionReport

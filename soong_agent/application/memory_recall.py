@@ -27,13 +27,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from soong_agent.application.model_answers import FENCE, answer_text
 from soong_agent.domain.skills import estimate_tokens, one_line
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.memory import Memory, MemoryEntry, MemoryStore
 from soong_agent.ports.messages import user_text
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart
 from soong_agent.ports.secrets import SecretRedactor
-from soong_agent.ports.streaming import TextDelta
 
 RECALL_TIMEOUT_S = 4.0
 """How long the recall model may take (the run waits for it) before BM25 picks instead."""
@@ -269,14 +269,13 @@ def render_memories(memories: Sequence[Memory], budget_tokens: int) -> tuple[str
 
 # --- the recall model's answer ---------------------------------------------------------------
 
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 _ARRAY = re.compile(r"\[.*\]", re.DOTALL)
 
 
 def parse_names(answer: str) -> list[str] | None:
     """The names of a JSON array of strings in `answer` (a code fence or words around it are
     tolerated; ``{"names": [...]}`` too); None when there is no such array."""
-    text = _FENCE.sub("", answer.strip())
+    text = FENCE.sub("", answer.strip())
     candidates = [text]
     found = _ARRAY.search(text)
     if found is not None and found.group(0) != text:
@@ -416,11 +415,7 @@ class MemoryRecall:
             max_output_tokens=max(RECALL_OUTPUT_TOKENS, math.ceil(settings.top_k * 24)),
             temperature=settings.temperature,
         )
-        parts: list[str] = []
-        async for event in self._provider.stream(request):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-        return "".join(parts)
+        return await answer_text(self._provider, request)
 
     def _read(self, names: Sequence[str]) -> tuple[list[Memory], list[str]]:
         """The chosen memories, in order, and the names that could not be read."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from soong_agent.application.model_answers import answer_text
 from soong_agent.ports.messages import (
     Message,
     TextBlock,
@@ -14,7 +15,6 @@ from soong_agent.ports.messages import (
     user_text,
 )
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolSpec
-from soong_agent.ports.streaming import TextDelta
 
 SUMMARY_PROMPT = """You compact the history of a coding agent's session so that the agent can \
 continue the work without it. Write a dense summary for the agent itself, not for the user: the \
@@ -71,11 +71,7 @@ class Summarizer:
             tools=(),
             max_output_tokens=self._max_tokens,
         )
-        parts: list[str] = []
-        async for event in self._provider.stream(request):
-            if isinstance(event, TextDelta):
-                parts.append(event.text)
-        return "".join(parts).strip()
+        return (await answer_text(self._provider, request)).strip()
 
 
 def message_text(message: Message) -> str:
