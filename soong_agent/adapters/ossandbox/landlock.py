@@ -38,7 +38,7 @@ import errno
 import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from soong_agent.adapters.ossandbox.denials import find_denials
 from soong_agent.adapters.ossandbox.policy import Right, landlock_rules
@@ -122,23 +122,7 @@ def restrict_current_thread(policy: SandboxPolicy, *, drop_capabilities: bool = 
     if abi < 1:
         raise SandboxUnavailable("this kernel has no Landlock")
     known = AccessFS.NONE
-    for right in (
-        "execute",
-        "read_file",
-        "read_dir",
-        "write_file",
-        "truncate",
-        "remove_dir",
-        "remove_file",
-        "make_char",
-        "make_dir",
-        "make_reg",
-        "make_sock",
-        "make_fifo",
-        "make_block",
-        "make_sym",
-        "refer",
-    ):
+    for right in get_args(Right):  # every right the policy speaks of
         known |= AccessFS[right.upper()]
     handled_fs = known & landlockpy.fs_for_abi(abi)
     handled_net = AccessNet.NONE
