@@ -24,7 +24,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from soong_agent.ports.ossandbox import SandboxPolicy
 
@@ -362,22 +362,8 @@ Right = Literal[
 ]
 
 READ_RIGHTS: frozenset[Right] = frozenset({"execute", "read_file", "read_dir"})
-WRITE_RIGHTS: frozenset[Right] = READ_RIGHTS | frozenset(
-    {
-        "write_file",
-        "truncate",
-        "remove_dir",
-        "remove_file",
-        "make_char",
-        "make_dir",
-        "make_reg",
-        "make_sock",
-        "make_fifo",
-        "make_block",
-        "make_sym",
-        "refer",
-    }
-)
+WRITE_RIGHTS: frozenset[Right] = frozenset(get_args(Right))
+"""Every right: a writable folder may also be read and run from."""
 FILE_RIGHTS: frozenset[Right] = frozenset({"execute", "read_file", "write_file", "truncate"})
 """The rights that mean something on a file (the kernel refuses the others on one)."""
 FOLDER_ONLY_RIGHTS: frozenset[Right] = WRITE_RIGHTS - FILE_RIGHTS
