@@ -68,6 +68,11 @@ class SessionStore(Protocol):
         """The most recently updated sessions first."""
         ...
 
+    async def child_sessions(self, session_id: str) -> list[SessionInfo]:
+        """The sessions whose `parent_session_id` is `session_id` (sub-agent, fork and worker
+        sessions, AGT-2), oldest first; empty for an unknown session."""
+        ...
+
     async def active_path(self, session_id: str, *, limit: int | None = None) -> list[Message]:
         """Messages from the root to the active leaf (the last `limit` of them when given)."""
         ...

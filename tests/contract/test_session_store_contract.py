@@ -165,6 +165,22 @@ async def test_list_sessions_most_recently_updated_first(store: SessionStore) ->
     assert await store.list_sessions(limit=0) == []
 
 
+async def test_child_sessions_are_those_linked_to_the_parent_oldest_first(
+    store: SessionStore,
+) -> None:
+    await store.commit(TurnCommit(session=session("root"), run=run("r-root", "root")))
+    for sid, at in [("c2", T0 + 2), ("c1", T0 + 1), ("other", T0 + 3)]:
+        parent = None if sid == "other" else "root"
+        info = session(sid, parent_session_id=parent, created_at=at, at=at)
+        await store.commit(TurnCommit(session=info, run=run(f"r-{sid}", sid)))
+
+    children = await store.child_sessions("root")
+    assert [c.id for c in children] == ["c1", "c2"]
+    assert all(c.parent_session_id == "root" for c in children)
+    assert await store.child_sessions("c1") == []
+    assert await store.child_sessions("nope") == []
+
+
 async def test_list_runs_oldest_first_and_per_session(store: SessionStore) -> None:
     await store.commit(TurnCommit(session=session(), run=run("late", started_at=T0 + 30)))
     await store.commit(TurnCommit(session=session(), run=run("early", started_at=T0 + 10)))
@@ -435,6 +451,7 @@ async def test_closed_store_refuses_calls_and_close_is_idempotent(store: Session
         await store.commit(TurnCommit(session=session(), run=run()))
     for call in (
         store.list_sessions(),
+        store.child_sessions("s1"),
         store.active_path("s1"),
         store.path_to("s1", "u1"),
         store.all_messages("s1"),

@@ -140,6 +140,12 @@ class InMemorySessionStore:
         )
         return [d.info for d in ordered[:limit]]
 
+    async def child_sessions(self, session_id: str) -> list[SessionInfo]:
+        """The sessions whose parent is `session_id`, oldest first."""
+        self._check_open()
+        found = [d for d in self._sessions.values() if d.info.parent_session_id == session_id]
+        return [d.info for d in sorted(found, key=lambda d: (d.info.created_at, d.order))]
+
     async def active_path(self, session_id: str, *, limit: int | None = None) -> list[Message]:
         """Messages from the root to the active leaf (the last `limit` of them when given)."""
         self._check_open()

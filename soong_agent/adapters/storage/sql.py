@@ -79,6 +79,10 @@ LIST_SESSIONS = (
     _SESSION_SELECT
     + " ORDER BY sessions.updated_at DESC, sessions.rowid DESC\n LIMIT :limit OFFSET 0"
 )
+CHILD_SESSIONS = (
+    _SESSION_SELECT
+    + " \nWHERE sessions.parent_session_id = :sid ORDER BY sessions.created_at, sessions.rowid"
+)
 ALL_MESSAGES = (
     "SELECT messages.content \n"
     "FROM messages \n"

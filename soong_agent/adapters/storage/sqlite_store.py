@@ -163,6 +163,9 @@ class _Database:
             return []
         return [sql.session_info(r) for r in self._rows(sql.LIST_SESSIONS, {"limit": limit})]
 
+    def child_sessions(self, session_id: str) -> list[SessionInfo]:
+        return [sql.session_info(r) for r in self._rows(sql.CHILD_SESSIONS, {"sid": session_id})]
+
     def active_path(
         self, session_id: str, limit: int | None, message_id: str | None = None
     ) -> list[Message]:
@@ -276,6 +279,10 @@ class SqliteSessionStore:
     async def list_sessions(self, *, limit: int = 50) -> list[SessionInfo]:
         """The most recently updated sessions first."""
         return await self._run(self._db.list_sessions, limit)
+
+    async def child_sessions(self, session_id: str) -> list[SessionInfo]:
+        """The sessions whose parent is `session_id`, oldest first."""
+        return await self._run(self._db.child_sessions, session_id)
 
     async def active_path(self, session_id: str, *, limit: int | None = None) -> list[Message]:
         """Messages from the root to the active leaf (the last `limit` of them when given)."""
