@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import ContextWindow
@@ -53,6 +54,9 @@ from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.skills import SkillSource
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
+
+if TYPE_CHECKING:
+    from soong_agent.application.child_runs import ChildRuns
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +164,18 @@ class RunAssembler:
         self._todos = todos
         self._board = task_board
 
+    def derived(
+        self, ports: RunPorts | None = None, policies: RunPolicies | None = None
+    ) -> RunAssembler:
+        """This assembler with other ports or policies (a child's model, approver or
+        permission mode, AGT-2); what it reads of the session (todos, task board) is shared."""
+        return RunAssembler(
+            ports or self.ports,
+            policies or self.policies,
+            todos=self._todos,
+            task_board=self._board,
+        )
+
     # --- what a run would send ---------------------------------------------------------------
     def tools_of(self, spec: RunSpec, compaction: CompactionRequests) -> ToolRegistry:
         """The spec's tools plus the run's own `compact` tool."""
@@ -244,6 +260,8 @@ class RunAssembler:
         mcp_loaded: Iterable[str] = (),
         earlier: Sequence[Message] = (),
         memory: str = "",
+        children: ChildRuns | None = None,
+        task_session_id: str | None = None,
     ) -> AssembledRun:
         """The loop of one run and everything it works with; nothing is written yet.
 
@@ -251,6 +269,9 @@ class RunAssembler:
         `earlier`: the session's stored messages (every branch), whose tool calls say which
         folders' instruction files a resumed session had loaded (PROMPT-2).
         `memory`: the text of the memories recalled for this run (`MemoryRecall`, MEM-4).
+        `children`: the runtime's child agents, when this run may start some (AGT-2; None for
+        children themselves). `task_session_id`: whose task graphs the task tools and the board
+        show (an orchestrator's, for its workers; None: the run's own session).
         Raises ConfigError when the model's window cannot hold this run's system prompt.
         """
         ports, policies = self.ports, self.policies
@@ -259,7 +280,8 @@ class RunAssembler:
         run_tools, link = self._mcp(tools, mcp_loaded)
         folders = FolderInstructions(ports.context, root=ports.fs.root)
         folders.replay(earlier)
-        system = self.system_prompt(run_tools, folders, memory, session.id, spec.persona)
+        board_of = task_session_id or session.id
+        system = self.system_prompt(run_tools, folders, memory, board_of, spec.persona)
         context = self._context_window(system, run_tools, session.id)
         context.measure(history)  # a window that cannot work fails here, before any write
         run = Run(
@@ -284,6 +306,29 @@ class RunAssembler:
             max_result_chars=policies.max_result_chars,
             hooks=hooks,
         )
+        recorder = RunRecorder(
+            run=run,
+            store=ports.store,
+            clock=ports.clock,
+            ids=ports.ids,
+            session=session,
+            run_info=run_info,
+            history=history,
+            redactor=ports.redactor,
+        )
+        launcher = (
+            children.link(
+                assembler=self,
+                spec=spec,
+                recorder=recorder,
+                grants=grants,
+                hooks=hooks,
+                memory=memory,
+                task_session_id=task_session_id,
+            )
+            if children is not None
+            else None
+        )
         loop = AgentLoop(
             provider=ports.provider,
             registry=tools,
@@ -294,7 +339,13 @@ class RunAssembler:
                 if spec.settings.tool_choice == spec.tool_choice
                 else dataclasses.replace(spec.settings, tool_choice=spec.tool_choice)
             ),
-            tool_context=ToolContext(fs=ports.fs, session_id=session.id, run_id=run_info.id),
+            tool_context=ToolContext(
+                fs=ports.fs,
+                session_id=session.id,
+                run_id=run_info.id,
+                children=launcher,
+                task_session_id=task_session_id,
+            ),
             context=context,
             compaction=compaction,
             clock=ports.clock,
@@ -302,19 +353,9 @@ class RunAssembler:
             mcp=link,
             run_tools=run_tools,
             system_of=lambda: self.system_prompt(
-                run_tools, folders, memory, session.id, spec.persona
+                run_tools, folders, memory, board_of, spec.persona
             ),
             instructions=folders,
-        )
-        recorder = RunRecorder(
-            run=run,
-            store=ports.store,
-            clock=ports.clock,
-            ids=ports.ids,
-            session=session,
-            run_info=run_info,
-            history=history,
-            redactor=ports.redactor,
         )
         return AssembledRun(run=run, loop=loop, recorder=recorder)
 

@@ -260,6 +260,14 @@ class RunHooks:
         self._stops_left -= 1
         return "\n\n".join(goes_on)
 
+    async def subagent_stop(
+        self, rec: RunRecorder, *, agent_id: str, reason: str, session: str
+    ) -> None:
+        """A child agent of this run ended (AGT-2): fired in the parent's run."""
+        if self._on("subagent_stop"):
+            data = {"agent_id": agent_id, "reason": reason, "child_session_id": session}
+            await self._fire("subagent_stop", data, rec)
+
     async def notification(self, rec: RunRecorder, message: str) -> None:
         if self._on("notification"):
             await self._fire("notification", {"message": message}, rec)

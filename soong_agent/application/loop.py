@@ -121,6 +121,8 @@ class AgentLoop:
         self._instructions = instructions
         self._fitting = ContextFitting(context, self._compaction, hooks)
         self._clock = clock
+        if tool_context.children is not None:
+            tool_context.children.watch_parent(self._own_spent)
         self._steering = Steering(
             stuck=settings.stuck,
             limits=settings.limits,
@@ -295,11 +297,18 @@ class AgentLoop:
     def _now(self) -> float:
         return self._clock.monotonic() if self._clock is not None else 0.0
 
+    def _own_spent(self) -> tuple[Usage, float | None]:
+        return self._usage, cost_usd(self._usage, self._settings.price)
+
     def _budget_spent(self, rec: RunRecorder, *, out_of_time: bool = False) -> str | None:
-        cost = cost_usd(self._usage, self._settings.price)
-        return self._steering.budget_spent(
-            rec, self._usage, cost, self._now(), out_of_time=out_of_time
-        )
+        usage, cost = self._own_spent()
+        children = self._ctx.children
+        if children is not None:  # what the run's children used counts too (AGT-2)
+            child_usage, child_cost = children.spent()
+            usage = usage + child_usage
+            if child_cost is not None:
+                cost = (cost or 0.0) + child_cost
+        return self._steering.budget_spent(rec, usage, cost, self._now(), out_of_time=out_of_time)
 
     async def _call_model_in_time(self, rec: RunRecorder) -> Turn:
         """The model call, cut off when the wall-time budget runs out (TimeoutError)."""

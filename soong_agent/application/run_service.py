@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
+from soong_agent.application.child_runs import ORCHESTRATOR_MARK, ChildRuns
 from soong_agent.application.mcp_tools import loaded_in
 from soong_agent.application.memory_consolidation import MemoryConsolidation
 from soong_agent.application.memory_extraction import MemoryExtraction
@@ -41,10 +42,14 @@ class RunService:
         extraction: MemoryExtraction | None = None,
         presets: Callable[[str], RunSpec] | None = None,
         consolidation: MemoryConsolidation | None = None,
+        children: ChildRuns | None = None,
+        orchestrator: Callable[[RunSpec], RunSpec] | None = None,
     ) -> None:
         self._assembler = assembler
         self._root = root
         self._presets = presets
+        self.children = children
+        self._orchestrator = orchestrator
         self._consolidation = consolidation
         self._background: set[asyncio.Task[object]] = set()
         self.recall = recall
@@ -95,6 +100,7 @@ class RunService:
         limits: RunLimits | None = None,
         plan_mode: bool = False,
         agent: str | None = None,
+        orchestrator: bool = False,
     ) -> Run:
         """Begin a run in the background and return its handle.
 
@@ -103,6 +109,8 @@ class RunService:
         in the store as another branch. `tool_choice` applies to the run's first model request;
         `limits` replace the configured budgets they set, for this run. `plan_mode` starts it in
         plan mode (PLAN-2); a resumed session is in the mode its last run left it in.
+        `orchestrator` gives the run `dispatch_worker` over the declared worker pools (AGT-4;
+        a UsageError without a usable pool); a session that dispatched work resumes so.
         """
         if not message.strip():
             raise UsageError("the message is empty; say what the agent should do")
@@ -123,7 +131,14 @@ class RunService:
                         "the agent can be switched only while a session has no messages"
                     )
                 session = dataclasses.replace(session, agent=agent)
-        spec = self._spec_for(agent).for_run(tool_choice=tool_choice, limits=limits)
+        if session_id is not None and not orchestrator and self.children and self.children.pools:
+            orchestrator = await ports.store.get_mark(session_id, ORCHESTRATOR_MARK) is not None
+        spec = self._spec_for(agent)
+        if orchestrator:
+            if self._orchestrator is None or self.children is None:
+                raise UsageError("orchestrator mode is not available in this runtime")
+            spec = self._orchestrator(spec)
+        spec = spec.for_run(tool_choice=tool_choice, limits=limits)
         if spec.settings.limits.max_cost_usd is not None and spec.settings.price is None:
             raise UsageError(
                 "a cost budget (max_cost_usd, --max-cost) needs the model's prices: set "
@@ -158,6 +173,7 @@ class RunService:
             mcp_loaded=loaded,
             earlier=earlier,
             memory=recalled.text if recalled is not None else "",
+            children=self.children,
         )
         if recalled is not None:
             assembled.recorder.event(MemoryRecalled, **recalled.event_fields())

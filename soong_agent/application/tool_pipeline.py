@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
 from pydantic import BaseModel, ValidationError
@@ -250,7 +250,7 @@ class ToolPipeline:
                     return denied, False
                 case "allow_once" | "allow_for_session":
                     ran = True
-                    return await tool.handler(args, ctx), True
+                    return await tool.handler(args, replace(ctx, call_id=call.id)), True
                 case _:
                     assert_never(decision)
         except SoongAgentError as exc:

@@ -39,7 +39,7 @@ import fnmatch
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from typing import get_args
+from typing import cast, get_args
 
 from soong_agent.domain.permissions.decision import PermissionMode
 from soong_agent.ports.agents import BUILTIN_SOURCE, AgentDefinition, AgentSource
@@ -71,7 +71,10 @@ __all__ = [
     "is_pattern",
     "merge_definitions",
     "render_file",
+    "stricter_mode",
+    "tool_listed",
     "unknown_agent_message",
+    "worker_id",
 ]
 
 MAX_ID_CHARS = 64
@@ -377,6 +380,31 @@ def allowed_tools(
     return [
         name for name in available_names if listed(name, definition.tools) and not listed(name, off)
     ]
+
+
+def tool_listed(name: str, entries: Iterable[str]) -> bool:
+    """Whether `entries` (tool names and fnmatch patterns) name or match the tool `name`."""
+    return any(name == e or (is_pattern(e) and fnmatch.fnmatchcase(name, e)) for e in entries)
+
+
+_MODE_STRICTNESS: dict[str, int] = {"bypass": 0, "accept_edits": 1, "default": 2, "plan": 3}
+
+
+def stricter_mode(configured: PermissionMode, definition: str | None) -> PermissionMode:
+    """The permission mode a child of a definition runs in: the definition's
+    `permission_mode` when it is at least as strict as the configured `permissions.mode`,
+    else the configured one (a definition can tighten permissions, never loosen them)."""
+    if definition is None or definition not in _MODE_STRICTNESS:
+        return configured
+    if _MODE_STRICTNESS[definition] <= _MODE_STRICTNESS[configured]:
+        return configured
+    return cast(PermissionMode, definition)
+
+
+def worker_id(pool_id: str, position: int, agent_id: str, explicit: str | None) -> str:
+    """A worker's stable id (AGT-4): its explicit `worker_id`, else derived from its pool,
+    its position in the pool (from 1) and its definition, so a restart keeps it."""
+    return explicit if explicit else f"{pool_id}-{position}-{agent_id}"
 
 
 def unknown_agent_message(agent_id: str, known: Sequence[str]) -> str:

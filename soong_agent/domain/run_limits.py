@@ -38,6 +38,35 @@ class RunLimits:
             ),
         )
 
+    def within(self, other: RunLimits) -> RunLimits:
+        """The tighter of these limits and `other`, cap by cap (a child's own caps within
+        what its parent has left, AGT-2)."""
+
+        def low(a: float | None, b: float | None) -> float | None:
+            return b if a is None else a if b is None else min(a, b)
+
+        tokens = low(self.max_tokens, other.max_tokens)
+        wall = low(self.max_wall_ms, other.max_wall_ms)
+        return RunLimits(
+            max_cost_usd=low(self.max_cost_usd, other.max_cost_usd),
+            max_tokens=None if tokens is None else int(tokens),
+            max_wall_ms=None if wall is None else int(wall),
+        )
+
+    def left(self, *, cost_usd: float | None, tokens: int, elapsed_ms: float) -> RunLimits | None:
+        """What is left of these caps after this much was used; None when one is used up."""
+        if self.spent(cost_usd=cost_usd, tokens=tokens, elapsed_ms=elapsed_ms) is not None:
+            return None
+        return RunLimits(
+            max_cost_usd=(
+                None if self.max_cost_usd is None else self.max_cost_usd - (cost_usd or 0.0)
+            ),
+            max_tokens=None if self.max_tokens is None else self.max_tokens - tokens,
+            max_wall_ms=(
+                None if self.max_wall_ms is None else max(1, int(self.max_wall_ms - elapsed_ms))
+            ),
+        )
+
     def spent(
         self, *, cost_usd: float | None, tokens: int, elapsed_ms: float
     ) -> tuple[BudgetName, str] | None:

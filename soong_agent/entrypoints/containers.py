@@ -203,6 +203,14 @@ class Services(containers.DeclarativeContainer):
         adapters.redactor,
         adapters.closables,
     )
+    child_runs = providers.Singleton(
+        factories.child_runs,
+        loaded,
+        assembler,
+        root_spec,
+        adapters.http_client.provider,
+        adapters.secrets,
+    )
     run_service = providers.Singleton(
         RunService,
         assembler,
@@ -211,6 +219,8 @@ class Services(containers.DeclarativeContainer):
         extraction=memory_extraction,
         consolidation=memory_consolidation,
         presets=providers.Callable(factories.agent_presets, loaded, root_spec),
+        children=child_runs,
+        orchestrator=providers.Callable(factories.orchestrator_spec, loaded, child_runs),
     )
 
 

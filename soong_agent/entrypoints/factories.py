@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from soong_agent.adapters.ossandbox.select import SandboxChoice
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
-    from soong_agent.application.assembly import RunPolicies, RunSpec
+    from soong_agent.application.assembly import RunAssembler, RunPolicies, RunSpec
+    from soong_agent.application.child_runs import ChildRuns, ChildSetup
     from soong_agent.application.hooks import HookPipeline
     from soong_agent.application.memory_consolidation import MemoryConsolidation
     from soong_agent.application.memory_extraction import MemoryExtraction
@@ -217,6 +218,7 @@ def tool_catalog(
     import os
 
     from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
+    from soong_agent.application.tools.agents import agent_tools
     from soong_agent.application.tools.artifacts import read_artifact_tool
     from soong_agent.application.tools.base import ToolRegistry
     from soong_agent.application.tools.catalog import apply_tool_config
@@ -243,6 +245,7 @@ def tool_catalog(
         web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
         todo_write_tool(board),
         read_artifact_tool(store=artifacts),
+        *(agent_tools() if loaded.config.agents.max_children_per_run > 0 else ()),
         *_deferrable(
             [
                 *(knowledge.tools if knowledge is not None else ()),
@@ -686,6 +689,178 @@ def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpe
         return spec
 
     return spec_for
+
+
+def child_runs(
+    loaded: LoadedConfig,
+    assembler: RunAssembler,
+    root: RunSpec,
+    client: Callable[[], httpx.AsyncClient],
+    secrets: SecretSource,
+) -> ChildRuns:
+    """The runtime's child agents (AGT-2, AGT-4): how a child of each definition is put
+    together, the limits of `[agents]`, and the declared worker pools.
+
+    A child gets the root's tools within its definition's ceiling (never a spawning tool nor
+    one `tools.disabled` names; a worker's also within its `allowed_tools`), its prompt
+    section and `max_turns`, the model of its `model_profile` (the main model without one) and
+    its `permission_mode` when that is stricter than `permissions.mode`. Built once per id."""
+    import dataclasses
+
+    from soong_agent.adapters.agents import HomeAgentSource
+    from soong_agent.application.child_runs import ChildLimits, ChildRuns, Worker, WorkerPool
+    from soong_agent.application.tools.agents import SPAWNING_TOOLS
+    from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.domain.agents import (
+        allowed_tools,
+        stricter_mode,
+        tool_listed,
+        unknown_agent_message,
+        worker_id,
+    )
+    from soong_agent.domain.config.resolve import resolve_profile
+    from soong_agent.domain.run_limits import RunLimits
+
+    config = loaded.config
+    source = HomeAgentSource(loaded.home)
+    built: dict[tuple[str, tuple[str, ...] | None], ChildSetup] = {}
+
+    def setup(agent_id: str, allowed: tuple[str, ...] | None) -> ChildSetup:
+        key = (agent_id, allowed)
+        if key in built:
+            return built[key]
+        definition = source.get(agent_id)
+        if definition is None:
+            raise UsageError(unknown_agent_message(agent_id, [d.id for d in source.definitions()]))
+        names = allowed_tools(definition, [*root.tools.names(), "compact"], config.tools.disabled)
+        keep = {
+            n
+            for n in names
+            if n not in SPAWNING_TOOLS and (allowed is None or tool_listed(n, allowed))
+        }
+        tools = ToolRegistry([t for t in root.tools.tools() if t.name in keep])
+        settings = root.settings
+        if definition.max_turns is not None:
+            settings = dataclasses.replace(settings, max_turns=definition.max_turns)
+        child = assembler
+        policies = assembler.policies
+        mode = stricter_mode(config.permissions.mode, definition.permission_mode)
+        if mode != policies.permissions.mode:
+            permissions = policies.permissions.model_copy(update={"mode": mode})
+            policies = dataclasses.replace(policies, permissions=permissions)
+        if definition.model_profile is not None:
+            profile = resolve_profile(
+                config,
+                definition.model_profile,
+                purpose=f"agent {definition.id}",
+                source=f"{definition.source}: model_profile",
+            )
+            provider = model_provider(loaded, profile, client(), secrets)
+            model = profile.model
+            policies = dataclasses.replace(
+                policies, context_window=model.context_window, provider_name=model.provider
+            )
+            settings = dataclasses.replace(
+                settings,
+                model_label=provider.label,
+                max_output_tokens=model.max_output_tokens,
+                temperature=model.temperature,
+                price=model.price,
+            )
+            child = assembler.derived(dataclasses.replace(assembler.ports, provider=provider))
+        if policies is not assembler.policies:
+            child = child.derived(policies=policies)
+        spec = dataclasses.replace(
+            root, tools=tools, settings=settings, agent=definition.id, persona=definition.prompt
+        )
+        built[key] = (child, spec)
+        return built[key]
+
+    pools = [
+        WorkerPool(
+            pool_id=pool.pool_id,
+            workers=tuple(
+                Worker(
+                    pool=pool.pool_id,
+                    worker_id=worker_id(pool.pool_id, i, w.agent_definition_id, w.worker_id),
+                    agent=w.agent_definition_id,
+                    allowed_tools=tuple(w.allowed_tools) if w.allowed_tools is not None else None,
+                    limits=RunLimits(max_tokens=w.max_tokens, max_cost_usd=w.max_cost_usd),
+                )
+                for i, w in enumerate(pool.workers, start=1)
+                if source.get(w.agent_definition_id) is not None
+            ),
+            limits=RunLimits(max_tokens=pool.max_tokens, max_cost_usd=pool.max_cost_usd),
+        )
+        for pool in config.agents.worker_pools
+    ]
+    agents = config.agents
+    limits = ChildLimits(
+        max_children_per_run=agents.max_children_per_run,
+        max_concurrent_per_session=agents.max_concurrent_children_per_session,
+        timeout_s=agents.default_child_timeout_ms / 1000,
+        cancel_timeout_s=agents.child_cancel_timeout_ms / 1000,
+        default_sub_agent=agents.default_sub_agent_definition,
+        default_fork_agent=agents.default_fork_agent_definition,
+    )
+    return ChildRuns(setup, limits, pools=[p for p in pools if p.workers])
+
+
+def pool_problems(loaded: LoadedConfig) -> list[str]:
+    """Why each `agents.worker_pools` entry (or worker) cannot work: an unknown definition,
+    a pool without workers (AGT-4)."""
+    from soong_agent.adapters.agents import HomeAgentSource
+    from soong_agent.domain.agents import unknown_agent_message
+
+    source = HomeAgentSource(loaded.home)
+    known = [d.id for d in source.definitions()]
+    problems: list[str] = []
+    for pool in loaded.config.agents.worker_pools:
+        if not pool.workers:
+            problems.append(f"agents.worker_pools: pool {pool.pool_id!r} lists no workers")
+        for i, worker in enumerate(pool.workers, start=1):
+            if source.get(worker.agent_definition_id) is None:
+                problems.append(
+                    f"agents.worker_pools: pool {pool.pool_id!r}, worker {i}: "
+                    + unknown_agent_message(worker.agent_definition_id, known)
+                )
+    return problems
+
+
+def orchestrator_spec(loaded: LoadedConfig, children: ChildRuns) -> Callable[[RunSpec], RunSpec]:
+    """The spec of an orchestrator's run (AGT-4): a spec's tools plus `dispatch_worker` over
+    the declared pools. Without a usable pool it is a UsageError naming why."""
+    import dataclasses
+
+    from soong_agent.application.tools.agents import dispatch_worker_tool
+    from soong_agent.application.tools.base import ToolRegistry
+
+    made: dict[str | None, RunSpec] = {}
+    persona = (
+        "You are an orchestrator: split the work into a task graph (task_create, "
+        "task_add_step), then hand work to workers with dispatch_worker; workers claim ready "
+        "steps themselves. Check the board, then report what was done."
+    )
+
+    def spec(base: RunSpec) -> RunSpec:
+        if base.agent in made:
+            return made[base.agent]
+        if not children.pools:
+            problems = pool_problems(loaded)
+            why = "; ".join(problems) if problems else "agents.worker_pools is empty"
+            raise UsageError(
+                "orchestrator mode needs at least one worker pool with a usable worker "
+                f"({why}; in {loaded.path})"
+            )
+        tool = dispatch_worker_tool(children.pools_text())
+        made[base.agent] = dataclasses.replace(
+            base,
+            tools=ToolRegistry([*base.tools.tools(), tool]),
+            persona="\n\n".join(p for p in (base.persona, persona) if p),
+        )
+        return made[base.agent]
+
+    return spec
 
 
 def process_runner() -> ProcessRunner:

@@ -109,13 +109,6 @@ def _as_tools(items: Sequence[FunctionTool | Tool]) -> list[Tool]:
     return out
 
 
-def not_available(agent: str | None, orchestrator: bool) -> None:
-    """Orchestrator mode arrives in a later version; say so clearly (`agent` is checked
-    against the definitions when the run starts)."""
-    if orchestrator:
-        raise UsageError("orchestrator mode is not available in this version yet")
-
-
 class AgentRuntime:
     """An agent core bound to one project folder and one soong-agent home.
 
@@ -225,12 +218,13 @@ class AgentRuntime:
         turn boundary with status ``budget_exhausted`` (the session stays resumable).
         `plan_mode` starts the run in plan mode: only reading and the plan tools are allowed
         until a plan is approved (`exit_plan_mode` asks the approval callback).
+        `agent` runs the session as that agent definition (a preset, AGT-3); `orchestrator`
+        gives the run `dispatch_worker` over `agents.worker_pools` (AGT-4).
 
         Raises:
             UsageError: an empty message, an unknown session, or a `tool_choice` naming a tool
                 the run does not have.
         """
-        not_available(agent, orchestrator)
         service = self._container.services.run_service()
         run: Run = await service.start(
             message,
@@ -240,6 +234,7 @@ class AgentRuntime:
             limits=parse_limits(max_cost_usd, max_tokens, max_wall_ms),
             plan_mode=plan_mode,
             agent=agent,
+            orchestrator=orchestrator,
         )
         # only unfinished runs are kept (for aclose); a finished one belongs to its caller alone,
         # so a long-lived runtime serving many runs stays flat in memory

@@ -41,6 +41,9 @@ class ApprovalRequest:
             a URL and its host; empty when there is nothing more to show. Plain text: no
             terminal codes, control characters made visible (see `printable`); a terminal
             colours a diff itself, by the first character of each line, and cuts a long one.
+        agent: which child agent asks (AGT-2), e.g. ``sub-agent reviewer``, ``fork`` or
+            ``worker pool-a/w1``; empty for the session's own agent. A terminal shows it in
+            brackets before the summary.
     """
 
     tool: str
@@ -49,6 +52,7 @@ class ApprovalRequest:
     summary: str
     session_scope: str
     detail: str = ""
+    agent: str = ""
 
 
 @runtime_checkable

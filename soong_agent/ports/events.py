@@ -293,6 +293,47 @@ class ChildAgentEvent(_Event):
     event: dict[str, Any]
 
 
+ChildKind = Literal["sub_agent", "fork", "worker"]
+"""How a child run was started: `create_sub_agent`, `fork_agent` or `dispatch_worker`."""
+
+
+class ChildStarted(_Event):
+    """A child agent's run began (AGT-2, AGT-4). Recorded in the parent's run and, as the
+    first event, in the child's own run: the link between the two sessions."""
+
+    type: Literal["child_started"] = "child_started"
+    kind: ChildKind
+    agent: str
+    child_session_id: str
+    child_run_id: str
+    parent_session_id: str
+    parent_run_id: str
+    parent_call_id: str
+    task: str
+    model: str = ""
+    pool: str | None = None
+    worker: str | None = None
+
+
+class ChildFinished(_Event):
+    """A child agent's run ended; its usage and cost are the child's own (the parent's
+    budgets count them too)."""
+
+    type: Literal["child_finished"] = "child_finished"
+    kind: ChildKind
+    agent: str
+    child_session_id: str
+    child_run_id: str
+    parent_call_id: str
+    status: RunStatus
+    reason: str | None = None
+    turns: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    pool: str | None = None
+    worker: str | None = None
+
+
 class ErrorEvent(_Event):
     """Something went wrong; `fatal` errors end the run."""
 
@@ -345,6 +386,8 @@ RunEvent = Annotated[
     | InstructionsLoaded
     | PlanModeChanged
     | ChildAgentEvent
+    | ChildStarted
+    | ChildFinished
     | ErrorEvent
     | UsageEvent
     | RunFinished,

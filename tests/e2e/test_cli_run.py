@@ -163,12 +163,13 @@ def test_provider_failure_is_one_line_and_non_zero(world: CliWorld) -> None:
     assert "Traceback" not in result.stderr
 
 
-def test_orchestrator_says_not_available_and_an_unknown_agent_lists_the_known(
+def test_orchestrator_without_pools_and_an_unknown_agent_are_refused_with_the_reason(
     world: CliWorld,
 ) -> None:
     result = world.run("run", "--orchestrator", "hi")
     assert result.returncode == 2
-    assert "not available" in result.stderr and "Traceback" not in result.stderr
+    assert "worker pool" in result.stderr and "agents.worker_pools is empty" in result.stderr
+    assert "Traceback" not in result.stderr
     unknown = world.run("run", "--agent", "nope", "hi")
     assert unknown.returncode == 2 and "known agents:" in unknown.stderr
     assert "minimal" in unknown.stderr and world.server.requests == []

@@ -128,7 +128,7 @@ async def test_unknown_session_agent_and_orchestrator_are_usage_errors(
             await runtime.run("x", session_id="ses_unknown")
         with pytest.raises(UsageError, match=r"unknown agent .nope.; known agents: .*minimal"):
             await runtime.run("x", agent="nope")
-        with pytest.raises(UsageError, match="not available"):
+        with pytest.raises(UsageError, match="needs at least one worker pool"):
             await runtime.run("x", orchestrator=True)
 
 

@@ -149,7 +149,7 @@ class TerminalApprover:
     def _question(self, request: ApprovalRequest, detail: str, offer_all: bool) -> str:
         keys = f"1/2/3/{_SHOW_ALL}" if offer_all else "1/2/3"
         return (
-            f"\n? {request.tool} wants to {request.summary}\n"
+            f"\n? {_asker(request)}{request.tool} wants to {request.summary}\n"
             f"{detail}"
             f"  1) allow once\n"
             f"  2) allow for session: {request.session_scope}\n"
@@ -163,7 +163,7 @@ class TerminalApprover:
         async with self._lock:
             shown, _ = self._detail(request.detail, whole=True)
             self._write(
-                f"\n? {request.tool}: {request.summary}\n{shown}"
+                f"\n? {_asker(request)}{request.tool}: {request.summary}\n{shown}"
                 "  1) approve the plan\n"
                 "  2) keep planning (you can add a note for the agent)\n"
                 "  answer [1/2]: "
@@ -209,3 +209,8 @@ class TerminalApprover:
                     self._write(f"(answer {line.strip()!r} not understood) -> deny\n")
                     return "deny"
                 return decision
+
+
+def _asker(request: ApprovalRequest) -> str:
+    """`[sub-agent reviewer] ` when a child agent asks (AGT-2); empty for the session's own."""
+    return f"[{printable(request.agent)}] " if request.agent else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,6 +13,7 @@ from soong_agent.ports.approval import PermissionClass
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.model import ToolSpec
 from soong_agent.ports.ossandbox import SandboxDenial
+from soong_agent.ports.streaming import Usage
 
 
 class ToolArgs(BaseModel):
@@ -34,13 +35,53 @@ class ToolOutput:
     policy refused); the pipeline records them before the call's result."""
 
 
+class ChildLauncher(Protocol):
+    """What a run that may start other agents (AGT-2, AGT-4) hands its spawning tools."""
+
+    async def sub_agent(self, agent_id: str | None, task: str, call_id: str) -> ToolOutput:
+        """Run a sub-agent of definition `agent_id` (None: the configured default) on `task`
+        in a fresh context; its final answer is the output."""
+        ...
+
+    async def fork(self, task: str, call_id: str) -> ToolOutput:
+        """Run a fork: a copy of the parent's context plus `task`."""
+        ...
+
+    async def worker(self, pool: str, task: str, worker: str | None, call_id: str) -> ToolOutput:
+        """Run `task` on a worker of the orchestrator pool `pool` (`worker`: that one)."""
+        ...
+
+    def spent(self) -> tuple[Usage, float | None]:
+        """The usage and cost of the run's finished children (its budgets count them)."""
+        ...
+
+    def watch_parent(self, spent: Callable[[], tuple[Usage, float | None]]) -> None:
+        """Where the parent's own usage and cost are read (a child gets what is left of the
+        parent's budgets)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What every tool handler may use."""
+    """What every tool handler may use.
+
+    `call_id` is the id of the tool call being handled; `children` starts child agents for the
+    run (None in runs that may not: sub-agents, forks and workers); `task_session_id` is the
+    session whose task graphs the task tools work on (None: the run's own; a worker's is its
+    orchestrator's).
+    """
 
     fs: FileSystem
     session_id: str
     run_id: str
+    call_id: str = ""
+    children: ChildLauncher | None = None
+    task_session_id: str | None = None
+
+    @property
+    def task_session(self) -> str:
+        """The session whose task graphs the task tools read and write."""
+        return self.task_session_id or self.session_id
 
 
 Handler = Callable[[Any, ToolContext], Awaitable[ToolOutput]]

@@ -126,13 +126,13 @@ class TaskTools:
         self, ctx: ToolContext, name: str, record: TaskRecord, done: Callable[[TaskRecord], str]
     ) -> ToolOutput:
         try:
-            stored = await asyncio.to_thread(self._log.append, ctx.session_id, name, record)
-            _, problems = await asyncio.to_thread(self._log.read, ctx.session_id, name)
+            stored = await asyncio.to_thread(self._log.append, ctx.task_session, name, record)
+            _, problems = await asyncio.to_thread(self._log.read, ctx.task_session, name)
         except TaskTransitionRefused as exc:
             return ToolOutput(f"refused: {exc.reason}", is_error=True)
         except SoongAgentError as exc:
             return ToolOutput(f"task {name!r}: {exc}", is_error=True)
-        return ToolOutput(done(stored) + self._news(ctx.session_id, name, problems))
+        return ToolOutput(done(stored) + self._news(ctx.task_session, name, problems))
 
     # -- handlers -----------------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class TaskTools:
             step_id = args.step_id
             if step_id is None:
                 try:
-                    state, _ = await asyncio.to_thread(self._state, ctx.session_id, args.task)
+                    state, _ = await asyncio.to_thread(self._state, ctx.task_session, args.task)
                 except SoongAgentError as exc:
                     return ToolOutput(f"task {args.task!r}: {exc}", is_error=True)
                 ready = state.ready(now)
@@ -241,10 +241,10 @@ class TaskTools:
         try:
             if args.task is None:
                 text = await asyncio.to_thread(
-                    board_text, self._log, ctx.session_id, now, budget_tokens=1_000_000
+                    board_text, self._log, ctx.task_session, now, budget_tokens=1_000_000
                 )
                 return ToolOutput(text)
-            state, problems = await asyncio.to_thread(self._state, ctx.session_id, args.task)
+            state, problems = await asyncio.to_thread(self._state, ctx.task_session, args.task)
         except SoongAgentError as exc:
             return ToolOutput(f"task board: {exc}", is_error=True)
         if not state.created:

@@ -195,16 +195,22 @@ class MemoryConfig(Section):
 class WorkerConfig(Section):
     """One worker of an orchestrator pool."""
 
-    worker_id: str | None = None
+    worker_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     agent_definition_id: str
     allowed_tools: list[str] | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Tokens the worker may use over all its tasks for one orchestrator session."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
 
 
 class WorkerPoolConfig(Section):
     """A pool of explicitly listed workers."""
 
-    pool_id: str
+    pool_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     workers: list[WorkerConfig] = Field(default_factory=list)
+    max_tokens: int | None = Field(default=None, gt=0)
+    """Tokens the pool's workers may use together for one orchestrator session."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _unique_worker_ids(self) -> WorkerPoolConfig:
@@ -230,6 +236,15 @@ class AgentsConfig(Section):
     max_concurrent_children_per_session: int = Field(default=4, ge=1)
     default_child_timeout_ms: int = Field(default=600_000, gt=0)
     child_cancel_timeout_ms: int = Field(default=30_000, ge=0)
+
+    @model_validator(mode="after")
+    def _unique_pool_ids(self) -> AgentsConfig:
+        seen: set[str] = set()
+        for pool in self.worker_pools:
+            if pool.pool_id in seen:
+                raise ValueError(f"pool_id {pool.pool_id!r} appears twice in agents.worker_pools")
+            seen.add(pool.pool_id)
+        return self
 
 
 class PlanConfig(Section):

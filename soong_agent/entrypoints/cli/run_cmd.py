@@ -91,9 +91,8 @@ async def _run(
 ) -> int:
     from soong_agent.entrypoints.cli.approve_modes import approver_for
     from soong_agent.entrypoints.containers import CliContainer
-    from soong_agent.entrypoints.sdk import load, not_available, parse_tool_choice
+    from soong_agent.entrypoints.sdk import load, parse_tool_choice
 
-    not_available(agent, orchestrator)
     choice = parse_tool_choice(choices.tool_choice)
     limits = choices.limits
     renderer: Renderer | JsonRenderer = Renderer()
@@ -120,6 +119,7 @@ async def _run(
             limits=limits,
             plan_mode=choices.plan,
             agent=agent,
+            orchestrator=orchestrator,
         )
         for warning in container.services.catalog().warnings:
             renderer.status(f"warning: {warning}")
