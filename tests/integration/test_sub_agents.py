@@ -250,9 +250,7 @@ async def test_a_childs_approval_names_the_child_and_hooks_and_grants_apply(
     assert request.tool == "write_file" and request.agent == "sub-agent reviewer"
 
 
-async def test_child_usage_counts_against_the_parents_budget(
-    tmp_path: Path, project: Path
-) -> None:
+async def test_child_usage_counts_against_the_parents_budget(tmp_path: Path, project: Path) -> None:
     from soong_agent.ports.streaming import Usage
 
     home = home_with(tmp_path, PRICE)
@@ -318,3 +316,30 @@ def test_child_events_are_json_serialisable() -> None:
         worker="w",
     )
     assert RUN_EVENT.validate_json(json.dumps(event.model_dump(mode="json"))) == event
+
+
+async def test_children_cannot_start_children_and_an_unknown_definition_lists_the_known(
+    tmp_path: Path, project: Path
+) -> None:
+    home = home_with(tmp_path)
+    model = routed(
+        {
+            "nested": steps(spawn("grandchild task"), ScriptedResponse.text("fork gave up")),
+            "parent": steps(
+                ScriptedResponse.tool_calls(("fork_agent", {"task": "nested work"})),
+                spawn("anything", agent_id="no-such-agent"),
+                ScriptedResponse.text("end"),
+            ),
+        }
+    )
+    async with AgentRuntime(project, home, model=model) as runtime:
+        run = await runtime.run("parent")
+        await run.wait()
+        events = [e async for e in run.events()]
+    fork_second = [c for c in model.calls if last_user_text(c) == "nested work"][1]
+    assert "cannot start other agents" in tool_result_texts(fork_second)[-1]
+    assert not any(last_user_text(c) == "grandchild task" for c in model.calls)
+    last = [c for c in model.calls if last_user_text(c) == "parent"][-1]
+    unknown = tool_result_texts(last)[-1]
+    assert "unknown agent 'no-such-agent'" in unknown and "reviewer" in unknown
+    assert sum(1 for e in events if e.type == "child_started") == 1
