@@ -9,6 +9,8 @@ from typing import TextIO
 from soong_agent.application.run_handle import RunResult
 from soong_agent.ports.events import (
     BudgetExhausted,
+    ChildFinished,
+    ChildStarted,
     ErrorEvent,
     HookFailed,
     InstructionsLoaded,
@@ -32,6 +34,13 @@ _ARG_PREVIEW = 80
 def _first_line(text: str, limit: int = 100) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def child_label(event: ChildStarted | ChildFinished) -> str:
+    """``sub-agent reviewer``, ``fork``, ``worker build/w1``: which child an event is about."""
+    if event.kind == "worker":
+        return f"worker {event.pool}/{event.worker}"
+    return "fork" if event.kind == "fork" else f"sub-agent {event.agent}"
 
 
 def call_preview(name: str, arguments: str) -> str:
@@ -182,6 +191,18 @@ class Renderer:
                 self.status(f"  ⟳ looks stuck ({event.kind}, {turns}): {event.detail}; {what}")
             case BudgetExhausted():
                 self.status(f"  ■ {event.reason}; stopping at this turn")
+            case ChildStarted() if event.run_id == event.parent_run_id:
+                self.status(
+                    f"  ↳ {child_label(event)} started (session {event.child_session_id}): "
+                    f"{_first_line(event.task, 60)}"
+                )
+            case ChildFinished():
+                cost = f", ${event.cost_usd:.4f}" if event.cost_usd is not None else ""
+                why = f": {_first_line(event.reason, 80)}" if event.reason else ""
+                self.status(
+                    f"  ↲ {child_label(event)} {event.status} after {event.turns} turn"
+                    f"{'s' if event.turns != 1 else ''}{cost}{why}"
+                )
             case _:
                 pass  # the other events are for the store and SDK readers, not the terminal
 
