@@ -129,6 +129,8 @@ def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> Non
     [
         (sql.PATH_SQL, {"sid": "s", "limit": 10}),
         (sql.PATH_TO_SQL, {"sid": "s", "mid": "m", "limit": 10}),
+        (sql.TAIL_SQL, {"sid": "s", "limit": 10}),
+        (sql.TAIL_TO_SQL, {"sid": "s", "mid": "m", "limit": 10}),
         (sql.ALL_MESSAGES, {"sid": "s"}),
         (sql.GET_SESSION, {"sid": "s"}),
         (sql.LIST_RUNS, {"sid": "s"}),

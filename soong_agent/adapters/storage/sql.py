@@ -151,6 +151,27 @@ PATH_TO_SQL = PATH_SQL.replace(
 )
 """The path from the root to message `:mid`, leaf first, at most `:limit` messages."""
 
+_LEAF_ORDINAL = (
+    "(SELECT l.ordinal FROM messages AS l WHERE l.session_id = :sid AND l.id ="
+    " (SELECT s.active_leaf_id FROM sessions AS s WHERE s.id = :sid))"
+)
+TAIL_SQL = (
+    "SELECT m.ordinal, m.parent_ordinal, m.content FROM messages AS m"
+    f" WHERE m.session_id = :sid AND m.ordinal <= {_LEAF_ORDINAL}"
+    " ORDER BY m.ordinal DESC LIMIT :limit"
+)
+"""The session's messages from the active leaf backwards in write order, at most `:limit`.
+
+When a path was written in one go (no branch since, the usual case: compaction starts a new
+root, which ends the path) these rows *are* the path, read through the (session_id, ordinal)
+index without the recursion's queue; the store follows their `parent_ordinal` links and falls
+back to `PATH_SQL` at the first row that is not the previous row's parent."""
+
+TAIL_TO_SQL = TAIL_SQL.replace(
+    "(SELECT s.active_leaf_id FROM sessions AS s WHERE s.id = :sid)", ":mid"
+)
+"""`TAIL_SQL` from message `:mid` backwards (for `PATH_TO_SQL`)."""
+
 
 # --- parameter rows ------------------------------------------------------------------------------
 

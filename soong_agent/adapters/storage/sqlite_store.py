@@ -39,6 +39,8 @@ _T = TypeVar("_T")
 _CHUNK = 2000
 """Rows validated per pydantic call when loading, so the event loop gets the GIL in between."""
 _MMAP_BYTES = 256 * 1024 * 1024
+_TAIL_SLICE = 1024
+"""Rows fetched at a time while following a path backwards in write order."""
 
 
 @cache
@@ -172,13 +174,40 @@ class _Database:
         if limit is not None and limit <= 0:
             return []
         params: dict[str, Any] = {"sid": session_id, "limit": -1 if limit is None else limit}
-        statement = sql.PATH_SQL
+        tail, walk = sql.TAIL_SQL, sql.PATH_SQL
         if message_id is not None:
             params["mid"] = message_id
-            statement = sql.PATH_TO_SQL
-        rows = self._rows(statement, params)
-        rows.reverse()  # the walk yields the leaf first
-        return _validate_json_rows([r[0] for r in rows], MESSAGE_LIST.validate_json)
+            tail, walk = sql.TAIL_TO_SQL, sql.PATH_TO_SQL
+        docs = self._linear_tail(tail, params, limit)
+        if docs is None:  # the path branches off within the tail: walk it link by link
+            docs = [r[0] for r in self._rows(walk, params)]
+        docs.reverse()  # both read the leaf first
+        return _validate_json_rows(docs, MESSAGE_LIST.validate_json)
+
+    def _linear_tail(
+        self, statement: str, params: dict[str, Any], limit: int | None
+    ) -> list[str] | None:
+        """The path, leaf first, when the newest rows up to the leaf are exactly its messages
+        (each row the parent of the one before, down to the root or to `limit` rows); None as
+        soon as a row is not. Read in slices, so a path that ends at a root long before the
+        session's first row stops reading there."""
+        cursor = self.connection().execute(statement, params)
+        docs: list[str] = []
+        expected: int | None = None
+        try:
+            while rows := cursor.fetchmany(_TAIL_SLICE):
+                for ordinal, parent, content in rows:
+                    if expected is not None and ordinal != expected:
+                        return None
+                    docs.append(content)
+                    if parent is None:
+                        return docs  # the root
+                    expected = parent
+        finally:
+            cursor.close()
+        if limit is not None and len(docs) == limit:
+            return docs
+        return None if docs else []
 
     def all_messages(self, session_id: str) -> list[Message]:
         rows = self._rows(sql.ALL_MESSAGES, {"sid": session_id})
