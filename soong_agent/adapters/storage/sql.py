@@ -15,6 +15,7 @@ the cost for a small event).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -203,36 +204,58 @@ def run_row(run: RunInfo) -> dict[str, Any]:
     }
 
 
-def message_rows(session_id: str, batch: list[Message], at: float) -> list[dict[str, Any]]:
-    """Parameters of `INSERT_MESSAGE`; the caller has checked that ids are set."""
+MESSAGE_PARAMS = ("m_id", "m_sid", "m_pid", "m_role", "m_kind", "m_content", "m_at")
+"""The parameters of `INSERT_MESSAGE`, in the order of a `message_params` tuple."""
+EVENT_PARAMS = ("run_id", "session_id", "seq", "type", "payload", "at")
+"""The parameters of `INSERT_EVENT`, in the order of an `event_params` tuple."""
+
+
+def positional(statement: str, names: tuple[str, ...]) -> str:
+    """`statement` with each `:name` written `?N`, N the name's place in `names`, so that its
+    parameters can be bound from a tuple (binding a tuple costs less than looking each name up
+    in a dict, and a turn's rows are many). A name not in `names` raises ValueError."""
+
+    def number(match: re.Match[str]) -> str:
+        return f"?{names.index(match.group(1)) + 1}"
+
+    return re.sub(r":(\w+)", number, statement)
+
+
+INSERT_MESSAGE_BY_POSITION = positional(INSERT_MESSAGE, MESSAGE_PARAMS)
+INSERT_EVENT_BY_POSITION = positional(INSERT_EVENT, EVENT_PARAMS)
+
+
+def message_params(session_id: str, batch: list[Message], at: float) -> list[tuple[Any, ...]]:
+    """Parameters of `INSERT_MESSAGE_BY_POSITION`; the caller has checked that ids are set."""
     to_json = Message.__pydantic_serializer__.to_json
+    return [(m.id, session_id, m.parent_id, m.role, m.kind, to_json(m).decode(), at) for m in batch]
+
+
+def event_params(batch: list[RunEvent]) -> list[tuple[Any, ...]]:
+    """Parameters of `INSERT_EVENT_BY_POSITION`."""
     return [
-        {
-            "m_id": m.id,
-            "m_sid": session_id,
-            "m_pid": m.parent_id,
-            "m_role": m.role,
-            "m_kind": m.kind,
-            "m_content": to_json(m).decode(),
-            "m_at": at,
-        }
-        for m in batch
+        (
+            e.run_id,
+            e.session_id,
+            e.seq,
+            e.type,
+            e.__pydantic_serializer__.to_json(e).decode(),
+            e.at,
+        )
+        for e in batch
+    ]
+
+
+def message_rows(session_id: str, batch: list[Message], at: float) -> list[dict[str, Any]]:
+    """Parameters of `INSERT_MESSAGE` (by name)."""
+    return [
+        dict(zip(MESSAGE_PARAMS, p, strict=True)) for p in message_params(session_id, batch, at)
     ]
 
 
 def event_rows(batch: list[RunEvent]) -> list[dict[str, Any]]:
-    """Parameters of `INSERT_EVENT`."""
-    return [
-        {
-            "run_id": e.run_id,
-            "session_id": e.session_id,
-            "seq": e.seq,
-            "type": e.type,
-            "payload": e.__pydantic_serializer__.to_json(e).decode(),
-            "at": e.at,
-        }
-        for e in batch
-    ]
+    """Parameters of `INSERT_EVENT` (by name)."""
+    return [dict(zip(EVENT_PARAMS, p, strict=True)) for p in event_params(batch)]
 
 
 def artifact_row(info: ArtifactInfo, run_id: str | None, created_at: float) -> dict[str, Any]:

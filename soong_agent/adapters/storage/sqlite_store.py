@@ -137,17 +137,17 @@ class _Database:
         updated_at = max(session.updated_at, at)
         session_row = sql.session_row(session, updated_at)
         run_row = sql.run_row(run)
-        message_rows = sql.message_rows(session.id, messages, at or updated_at)
-        event_rows = sql.event_rows(events)
+        message_rows = sql.message_params(session.id, messages, at or updated_at)
+        event_rows = sql.event_params(events)
 
         def work(c: sqlite3.Connection) -> None:
             cursor = c.cursor()
             cursor.execute(sql.UPSERT_SESSION, session_row)
             cursor.execute(sql.UPSERT_RUN, run_row)
             if message_rows:
-                cursor.executemany(sql.INSERT_MESSAGE, message_rows)
+                cursor.executemany(sql.INSERT_MESSAGE_BY_POSITION, message_rows)
             if event_rows:
-                cursor.executemany(sql.INSERT_EVENT, event_rows)
+                cursor.executemany(sql.INSERT_EVENT_BY_POSITION, event_rows)
 
         try:
             transactions.write(conn, work)
