@@ -245,9 +245,9 @@ def tool_catalog(
         web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
         todo_write_tool(board),
         read_artifact_tool(store=artifacts),
-        *(agent_tools() if loaded.config.agents.max_children_per_run > 0 else ()),
         *_deferrable(
             [
+                *(agent_tools() if loaded.config.agents.max_children_per_run > 0 else ()),
                 *(knowledge.tools if knowledge is not None else ()),
                 *_plan_tools(loaded, plan_modes, approver),
                 *_task_tools(loaded),
@@ -280,7 +280,8 @@ def tool_catalog(
 
 def _deferrable(tools: list[Tool]) -> list[Tool]:
     """Tools a run with many tools offers by name only, behind tool_search (so a small
-    context window is not filled with schemas): skills, memory, plans and tasks."""
+    context window is not filled with schemas): sub-agents and forks, skills, memory, plans
+    and tasks."""
     import dataclasses
 
     return [dataclasses.replace(tool, deferrable=True) for tool in tools]

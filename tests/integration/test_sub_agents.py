@@ -294,8 +294,11 @@ async def test_two_presets_run_side_by_side_in_one_process(tmp_path: Path, proje
         results = await asyncio.gather(*(r.wait() for r in runs))
     assert [r.status for r in results] == ["completed", "completed"]
     tools = {last_user_text(c): {t.name for t in c.tools} for c in model.calls}
+    prompts = {last_user_text(c): "\n".join(p.text for p in c.system) for c in model.calls}
     assert tools["minimal question"] == {"read_file", "list_dir", "glob", "grep", "compact"}
-    assert "create_sub_agent" in tools["full question"] and "write_file" in tools["full question"]
+    assert "create_sub_agent" not in prompts["minimal question"]
+    assert "write_file" in tools["full question"] and "tool_search" in tools["full question"]
+    assert "create_sub_agent" in prompts["full question"]  # offered, behind tool_search
 
 
 def test_child_events_are_json_serialisable() -> None:
