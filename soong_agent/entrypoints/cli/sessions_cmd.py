@@ -11,6 +11,15 @@ from collections.abc import Sequence
 from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
 from soong_agent.entrypoints.cli.json_output import SCHEMA_VERSION
 from soong_agent.entrypoints.cli.render import call_preview
+from soong_agent.entrypoints.cli.session_tree import (
+    ancestry,
+    load_tree,
+    origin_lines,
+    tree_json,
+    tree_lines,
+    worker_lines,
+    worker_use,
+)
 from soong_agent.ports.errors import SessionNotFound
 from soong_agent.ports.events import RunEvent, UsageEvent
 from soong_agent.ports.messages import (
@@ -146,12 +155,16 @@ def show_session(session_id: str, *, path: str | None, output: str = "text") -> 
             runs = await store.list_runs(session_id)
             events_of = {r.id: await store.run_events(r.id) for r in runs}
             totals = {r.id: _run_totals(events_of[r.id]) for r in runs}
+            tree = await load_tree(store, session, runs, events_of)
+            parents = await ancestry(store, session)
         finally:
             await store.close()
+        workers = worker_use(events_of)
         if output == "json":
             shown = {
                 **_session_obj(session),
                 "runs": [{**dataclasses.asdict(r), "events": len(events_of[r.id])} for r in runs],
+                **tree_json(tree, workers),
                 "messages": [m.model_dump(mode="json") for m in path_messages],
                 "other_messages": len(everything) - len(path_messages),
             }
@@ -159,6 +172,7 @@ def show_session(session_id: str, *, path: str | None, output: str = "text") -> 
             return EXIT_OK
         lines = [
             f"session {session.id}\n",
+            *origin_lines(session, tree.link, parents),
             f"project {session.project_dir}\n",
             f"created {_when(session.created_at)}, updated {_when(session.updated_at)}\n",
         ]
@@ -167,6 +181,8 @@ def show_session(session_id: str, *, path: str | None, output: str = "text") -> 
             lines.append(
                 f"run {r.id}: {r.status}{reason}, {_when(r.started_at)}, {r.model}{totals[r.id]}\n"
             )
+        lines += tree_lines(tree)
+        lines += worker_lines(workers)
         off_path = len(everything) - len(path_messages)
         if off_path:
             lines.append(
