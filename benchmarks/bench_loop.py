@@ -21,6 +21,7 @@ import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -37,17 +38,31 @@ from soong_agent.ports.streaming import StreamEvent, StreamFinished, TextDelta, 
 from soong_agent.testing import InMemorySessionStore
 
 
+def writer_cpu() -> float:
+    """CPU seconds of the SQLite store's writer thread so far (0 when it has none)."""
+    for thread in threading.enumerate():
+        if thread.name.startswith("soong-sqlite") and thread.ident is not None:
+            try:
+                return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except OSError:  # the thread ended meanwhile
+                return 0.0
+    return 0.0
+
+
 class InstantModel:
-    """Answers instantly: a tool call per turn, then a final text; notes the CPU clock."""
+    """Answers instantly: a tool call per turn, then a final text; notes the CPU clocks (the
+    process, and the store's writer thread)."""
 
     label = "instant"
 
     def __init__(self, turns: int) -> None:
         self.turns = turns
         self.cpu: list[float] = []
+        self.writer: list[float] = []
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.cpu.append(time.process_time())
+        self.writer.append(writer_cpu())
         n = len(self.cpu)
         if n <= self.turns:
             yield TextDelta("calling the tool")
@@ -68,8 +83,11 @@ async def noop() -> str:
     return f"ok {next(_counter)}"
 
 
-async def one_run(folder: Path, turns: int, *, sqlite: bool) -> tuple[list[float], int, int]:
-    """Per-turn CPU seconds, and the events and messages written per run."""
+async def one_run(
+    folder: Path, turns: int, *, sqlite: bool
+) -> tuple[list[float], int, int, list[float]]:
+    """Per-turn CPU seconds, the events and messages written per run, and per-turn CPU seconds
+    of the store's writer thread (included in the first)."""
     model = InstantModel(turns)
     store: SessionStore = (
         SqliteSessionStore(folder / "sessions.sqlite") if sqlite else InMemorySessionStore()
@@ -90,7 +108,9 @@ async def one_run(folder: Path, turns: int, *, sqlite: bool) -> tuple[list[float
     if isinstance(store, SqliteSessionStore):
         await store.close()
     assert events > turns * 5, "every event is durable"
-    return [b - a for a, b in zip(model.cpu, model.cpu[1:], strict=False)], events, messages
+    per_turn = [b - a for a, b in zip(model.cpu, model.cpu[1:], strict=False)]
+    writer = [b - a for a, b in zip(model.writer, model.writer[1:], strict=False)]
+    return per_turn, events, messages, writer
 
 
 def floor_run(
@@ -153,18 +173,20 @@ def main() -> None:
     turns = args.turns
     results: dict[str, list[float]] = {"sqlite": [], "memory": []}
     growth: dict[str, list[float]] = {"sqlite": [], "memory": []}
+    writers: dict[str, list[float]] = {"sqlite": [], "memory": []}
     floors: list[float] = []
     batched_floors: list[float] = []
     for i in range(args.runs + 1):
         for kind in ("sqlite", "memory"):
             with tempfile.TemporaryDirectory() as tmp:
-                cpu, events, messages = asyncio.run(
+                cpu, events, messages, writer = asyncio.run(
                     one_run(Path(tmp), turns, sqlite=kind == "sqlite")
                 )
             if i == 0:
                 continue  # warm-up: imports, first table creation
             steady = cpu[5:]  # the first turns pay for lazy imports and caches
             results[kind].append(statistics.mean(steady))  # the writer's batches included
+            writers[kind].append(statistics.mean(writer[5:]))
             growth[kind].append(slope_us(steady))
         for batched, into in ((False, floors), (True, batched_floors)):
             with tempfile.TemporaryDirectory() as tmp:
@@ -192,6 +214,12 @@ def main() -> None:
             f"{cost / floor:4.2f}x floor   growth {statistics.median(growth[kind]):+5.2f} µs "
             f"per prior turn   (target ≤ 250 µs and ≤ 2x floor, growth ≤ 1: {verdict})"
         )
+        if kind == "sqlite":
+            writer = statistics.median(writers[kind])
+            print(
+                f"    of which the store's writer thread {writer * 1e6:6.1f} µs, the event loop's "
+                f"thread {(cost - writer) * 1e6:6.1f} µs"
+            )
 
 
 if __name__ == "__main__":
