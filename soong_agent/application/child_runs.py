@@ -49,7 +49,7 @@ from soong_agent.ports.approval import (
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import ChildFinished, ChildKind, ChildStarted, PlanModeChanged
 from soong_agent.ports.messages import Message, ToolResultBlock
-from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.streaming import Usage
 
 FORK_CALL_RESULT = (
@@ -163,6 +163,7 @@ class ChildRuns:
         self._free = asyncio.Event()
         self._worker_tally: dict[tuple[str, str, str], _Tally] = {}
         self._pool_tally: dict[tuple[str, str], _Tally] = {}
+        self._loaded: set[str] = set()
 
     def setup(self, agent_id: str, allowed: tuple[str, ...] | None = None) -> ChildSetup:
         return self._setup(agent_id, allowed)
@@ -205,8 +206,23 @@ class ChildRuns:
             )
         return slot
 
-    def worker_tally(self, session_id: str, worker: Worker) -> _Tally:
-        return self._worker_tally.setdefault((session_id, worker.pool, worker.worker_id), _Tally())
+    def worker_tally(self, session_id: str, pool: str, worker: str) -> _Tally:
+        return self._worker_tally.setdefault((session_id, pool, worker), _Tally())
+
+    async def load_tallies(self, session_id: str, store: SessionStore) -> None:
+        """What the workers and pools spent for the orchestrator session `session_id` before
+        this process (its runs' `child_finished` events), read once per session: the budgets
+        of `agents.worker_pools` cover the whole session, across restarts."""
+        if session_id in self._loaded:
+            return
+        self._loaded.add(session_id)
+        for run in await store.list_runs(session_id):
+            for event in await store.run_events(run.id):
+                if isinstance(event, ChildFinished) and event.pool and event.worker:
+                    self.worker_tally(session_id, event.pool, event.worker).add(
+                        event.usage, event.cost_usd
+                    )
+                    self.pool_tally(session_id, event.pool).add(event.usage, event.cost_usd)
 
     def pool_tally(self, session_id: str, pool: str) -> _Tally:
         return self._pool_tally.setdefault((session_id, pool), _Tally())
@@ -226,7 +242,7 @@ class ChildRuns:
         while True:
             usable: list[tuple[int, int, Worker, RunLimits]] = []
             for index, worker in enumerate(candidates):
-                tally = self.worker_tally(session_id, worker)
+                tally = self.worker_tally(session_id, worker.pool, worker.worker_id)
                 left = self._left(worker.limits, tally)
                 if left is not None:
                     usable.append((tally.runs, index, worker, left.within(pool_left)))
@@ -334,11 +350,12 @@ class ParentLink:
                 f"dispatch_worker: no worker pool {pool!r}; pools: {known}", is_error=True
             )
         session_id = self._task_session_id or self._rec.session.id
+        store = self._assembler.ports.store
+        await children.load_tallies(session_id, store)
         taken = await children.take_worker(session_id, found, worker)
         if isinstance(taken, str):
             return ToolOutput(f"dispatch_worker: {taken}", is_error=True)
         chosen, left = taken
-        store = self._assembler.ports.store
         if await store.get_mark(session_id, ORCHESTRATOR_MARK) is None:
             await store.set_mark(session_id, ORCHESTRATOR_MARK, "1", previous=None)
         try:
@@ -347,7 +364,7 @@ class ParentLink:
             except UsageError as exc:
                 message = f"dispatch_worker: worker {chosen.worker_id}: {exc}"
                 return ToolOutput(message, is_error=True)
-            output, result = await self._child_result(
+            output, _ = await self._child_result(
                 "worker",
                 chosen.agent,
                 assembler,
@@ -360,9 +377,6 @@ class ParentLink:
                 caps=left,
                 task_session_id=session_id,
             )
-            if result is not None:
-                children.worker_tally(session_id, chosen).add(result.usage, result.cost_usd)
-                children.pool_tally(session_id, pool).add(result.usage, result.cost_usd)
             return output
         finally:
             children.release_worker(session_id, chosen)
@@ -528,47 +542,77 @@ class ParentLink:
         assembled.run.attach(task_run)
         timeout_s = self._children.limits.timeout_s
         cancel_s = self._children.limits.cancel_timeout_s
+        end = _ChildEnd(kind, agent, session.id, run_info.id, call_id, pool, worker)
         try:
             done, _ = await asyncio.wait({task_run}, timeout=timeout_s)
         except asyncio.CancelledError:  # the parent was cancelled: so is every child
             task_run.cancel()
             await asyncio.wait({task_run}, timeout=cancel_s)
+            await self._ended(end, _result_of(task_run, session.id, run_info.id), None, spec)
             raise
         timed_out = not done
         if timed_out:
             task_run.cancel()
             await asyncio.wait({task_run}, timeout=cancel_s)
         result = _result_of(task_run, session.id, run_info.id)
-        cost = result.cost_usd
-        if cost is None:
-            cost = cost_usd(result.usage, spec.settings.price)
-        self._tally.add(result.usage, cost)
         reason = result.reason
         if timed_out:
             reason = (
                 f"did not finish within {timeout_s:g} s (agents.default_child_timeout_ms) and "
                 "was cancelled"
             )
-        parent_rec.event(
+        await self._ended(end, result, reason, spec)
+        return _output(label, session.id, result, reason, timed_out), result
+
+    async def _ended(
+        self, end: _ChildEnd, result: RunResult, reason: str | None, spec: RunSpec
+    ) -> None:
+        """Count what the child spent (the parent's, its worker's and its pool's budgets),
+        record `child_finished` in the parent's run and fire `subagent_stop`."""
+        cost = result.cost_usd
+        if cost is None:
+            cost = cost_usd(result.usage, spec.settings.price)
+        self._tally.add(result.usage, cost)
+        reason = reason or result.reason
+        if end.pool is not None and end.worker is not None:
+            team = self._task_session_id or self._rec.session.id
+            self._children.worker_tally(team, end.pool, end.worker).add(result.usage, cost)
+            self._children.pool_tally(team, end.pool).add(result.usage, cost)
+        self._rec.event(
             ChildFinished,
-            kind=kind,
-            agent=agent,
-            child_session_id=session.id,
-            child_run_id=run_info.id,
-            parent_call_id=call_id,
+            kind=end.kind,
+            agent=end.agent,
+            child_session_id=end.session_id,
+            child_run_id=end.run_id,
+            parent_call_id=end.call_id,
             status=result.status,
             reason=reason,
             turns=result.turns,
             usage=result.usage,
             cost_usd=cost,
-            pool=pool,
-            worker=worker,
+            pool=end.pool,
+            worker=end.worker,
         )
         if self._hooks is not None:
             await self._hooks.subagent_stop(
-                parent_rec, agent_id=agent, reason=reason or result.status, session=session.id
+                self._rec,
+                agent_id=end.agent,
+                reason=reason or result.status,
+                session=end.session_id,
             )
-        return _output(label, session.id, result, reason, timed_out), result
+
+
+@dataclass(frozen=True, slots=True)
+class _ChildEnd:
+    """Which child ended: what its `child_finished` event names."""
+
+    kind: ChildKind
+    agent: str
+    session_id: str
+    run_id: str
+    call_id: str
+    pool: str | None
+    worker: str | None
 
 
 def _result_of(task: asyncio.Task[RunResult], session_id: str, run_id: str) -> RunResult:

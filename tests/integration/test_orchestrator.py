@@ -223,3 +223,41 @@ async def test_a_worker_past_its_budget_gets_no_more_work(tmp_path: Path, projec
     assert "done" in results[0]
     assert "spent its budget" in results[1]
     assert sum(1 for c in model.calls if "small job" in last_user_text(c)) == 1
+
+
+async def test_pool_budgets_cover_the_whole_session_across_a_restart(
+    tmp_path: Path, project: Path
+) -> None:
+    from soong_agent.testing import write_minimal_config
+
+    home = tmp_path / "pool-home"
+    write_minimal_config(
+        home,
+        '[[agents.worker_pools]]\npool_id = "p"\nmax_tokens = 100\n'
+        'workers = [{ agent_definition_id = "default_worker_agent" }, '
+        '{ agent_definition_id = "default_worker_agent" }]\n',
+    )
+
+    def model() -> object:
+        return routed(
+            {
+                "pool job": steps(ScriptedResponse.text("done", usage=WORKER_USAGE)),
+                "again": steps(
+                    ScriptedResponse.tool_calls(dispatch("p", "pool job")),
+                    ScriptedResponse.text("end"),
+                ),
+                "go": steps(
+                    ScriptedResponse.tool_calls(dispatch("p", "pool job")),
+                    ScriptedResponse.text("end"),
+                ),
+            }
+        )
+
+    first = model()
+    async with AgentRuntime(project, home, model=first) as runtime:  # type: ignore[arg-type]
+        done = await (await runtime.run("go", orchestrator=True)).wait()
+    second = model()
+    async with AgentRuntime(project, home, model=second) as runtime:  # type: ignore[arg-type]
+        await (await runtime.run("again", session_id=done.session_id)).wait()
+    results = tool_result_texts(second.calls[-1])  # type: ignore[attr-defined]
+    assert "the budget of pool 'p' is spent" in results[-1]

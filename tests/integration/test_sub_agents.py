@@ -218,8 +218,12 @@ async def test_cancelling_the_parent_cancels_every_child(tmp_path: Path, project
         store = runtime._container.adapters.session_store()
         children = await store.child_sessions(run.session_id)
         statuses = [(await store.list_runs(c.id))[0].status for c in children]
+        events = list(await store.run_events(run.run_id))
     assert result is not None and result.status == "cancelled"
     assert len(children) == 2 and statuses == ["cancelled", "cancelled"]
+    ended = [e for e in events if e.type == "child_finished"]
+    assert sorted(e.child_session_id for e in ended) == sorted(c.id for c in children)
+    assert all(e.status == "cancelled" for e in ended)
 
 
 async def test_a_childs_approval_names_the_child_and_hooks_and_grants_apply(
