@@ -16,6 +16,7 @@ the real adapter (tests/contract):
     SkillSource     InMemorySkillSource
     TaskLog         InMemoryTaskLog
     AgentSource     InMemoryAgentSource
+    Mailbox         InMemoryMailbox
 
 Example:
     model = ScriptedModel([
@@ -42,6 +43,7 @@ from soong_agent.adapters.inmemory.fakes import (
     StaticContextSource,
 )
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
+from soong_agent.adapters.inmemory.mailbox import InMemoryMailbox
 from soong_agent.adapters.inmemory.mcp import McpCall, ScriptedMcpHub, ScriptedMcpServer
 from soong_agent.adapters.inmemory.memory import InMemoryMemoryStore
 from soong_agent.adapters.inmemory.ossandbox import RecordingCommandSandbox, SandboxCall
@@ -69,6 +71,7 @@ __all__ = [
     "InMemoryAgentSource",
     "InMemoryArtifactStore",
     "InMemoryFileSystem",
+    "InMemoryMailbox",
     "InMemoryMemoryStore",
     "InMemorySessionStore",
     "InMemorySkillSource",

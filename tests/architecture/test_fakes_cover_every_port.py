@@ -18,6 +18,7 @@ from soong_agent import testing
 from soong_agent.adapters.agents import HomeAgentSource
 from soong_agent.adapters.approvals.callback import CallbackApprover
 from soong_agent.adapters.approvals.terminal import TerminalApprover
+from soong_agent.adapters.mailbox import FileMailbox
 from soong_agent.adapters.mcp.hub import SdkMcpHub
 from soong_agent.adapters.memory import FileMemoryStore
 from soong_agent.adapters.ossandbox import (
@@ -119,6 +120,7 @@ PORTS: dict[str, Coverage] = {
     "AgentSource": Coverage(
         testing.InMemoryAgentSource, (HomeAgentSource,), "test_agent_source_contract.py"
     ),
+    "Mailbox": Coverage(testing.InMemoryMailbox, (FileMailbox,), "test_mailbox_contract.py"),
 }
 
 
