@@ -16,6 +16,7 @@ the real adapter (tests/contract):
     SkillSource     InMemorySkillSource
     TaskLog         InMemoryTaskLog
     AgentSource     InMemoryAgentSource
+    Worktrees       InMemoryWorktrees
     Mailbox         InMemoryMailbox
 
 Example:
@@ -61,6 +62,7 @@ from soong_agent.adapters.inmemory.skills import InMemorySkillSource
 from soong_agent.adapters.inmemory.tasks import InMemoryTaskLog
 from soong_agent.adapters.inmemory.tokens import ApproxTokenCounter
 from soong_agent.adapters.inmemory.web import ScriptedPage, ScriptedWebFetcher
+from soong_agent.adapters.inmemory.worktrees import InMemoryWorktrees
 
 __all__ = [
     "ApproxTokenCounter",
@@ -76,6 +78,7 @@ __all__ = [
     "InMemorySessionStore",
     "InMemorySkillSource",
     "InMemoryTaskLog",
+    "InMemoryWorktrees",
     "McpCall",
     "ProcessCall",
     "RecordingApprover",

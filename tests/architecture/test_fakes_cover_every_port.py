@@ -43,6 +43,7 @@ from soong_agent.adapters.system.secrets import EnvSecretSource
 from soong_agent.adapters.tasks import FileTaskLog
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
 from soong_agent.adapters.web.fetcher import HttpxWebFetcher
+from soong_agent.adapters.worktrees import GitWorktrees
 from soong_agent.application.run_handle import Run
 
 CONTRACTS = Path(__file__).parents[1] / "contract"
@@ -121,6 +122,7 @@ PORTS: dict[str, Coverage] = {
         testing.InMemoryAgentSource, (HomeAgentSource,), "test_agent_source_contract.py"
     ),
     "Mailbox": Coverage(testing.InMemoryMailbox, (FileMailbox,), "test_mailbox_contract.py"),
+    "Worktrees": Coverage(testing.InMemoryWorktrees, (GitWorktrees,), "test_worktree_contract.py"),
 }
 
 
