@@ -57,6 +57,7 @@ from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
 
 if TYPE_CHECKING:
     from soong_agent.application.child_runs import ChildRuns
+    from soong_agent.application.teams import Seat
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +263,8 @@ class RunAssembler:
         memory: str = "",
         children: ChildRuns | None = None,
         task_session_id: str | None = None,
+        team: Callable[[RunRecorder, RunHooks | None], Seat] | None = None,
+        actor: str | None = None,
     ) -> AssembledRun:
         """The loop of one run and everything it works with; nothing is written yet.
 
@@ -271,7 +274,9 @@ class RunAssembler:
         `memory`: the text of the memories recalled for this run (`MemoryRecall`, MEM-4).
         `children`: the runtime's child agents, when this run may start some (AGT-2; None for
         children themselves). `task_session_id`: whose task graphs the task tools and the board
-        show (an orchestrator's, for its workers; None: the run's own session).
+        show (an orchestrator's, for its workers; None: the run's own session). `team` gives
+        the run its seat in a team (its mails arrive at each turn); `actor`: who it acts as in
+        task graphs (a teammate's name; None: the run).
         Raises ConfigError when the model's window cannot hold this run's system prompt.
         """
         ports, policies = self.ports, self.policies
@@ -329,6 +334,7 @@ class RunAssembler:
             if children is not None
             else None
         )
+        seat = team(recorder, hooks) if team is not None else None
         loop = AgentLoop(
             provider=ports.provider,
             registry=tools,
@@ -345,6 +351,8 @@ class RunAssembler:
                 run_id=run_info.id,
                 children=launcher,
                 task_session_id=task_session_id,
+                actor=actor,
+                team=seat,
             ),
             context=context,
             compaction=compaction,
@@ -356,6 +364,7 @@ class RunAssembler:
                 run_tools, folders, memory, board_of, spec.persona
             ),
             instructions=folders,
+            inbox=seat.inbox if seat is not None else None,
         )
         return AssembledRun(run=run, loop=loop, recorder=recorder)
 

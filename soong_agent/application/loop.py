@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -99,6 +99,7 @@ class AgentLoop:
         run_tools: RunTools | None = None,
         system_of: Callable[[], list[SystemPart]] | None = None,
         instructions: FolderInstructions | None = None,
+        inbox: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         self._provider = provider
         self._registry = registry
@@ -119,6 +120,7 @@ class AgentLoop:
         self._run_tools = run_tools
         self._system_of = system_of
         self._instructions = instructions
+        self._inbox = inbox
         self._fitting = ContextFitting(context, self._compaction, hooks)
         self._clock = clock
         if tool_context.children is not None:
@@ -201,6 +203,12 @@ class AgentLoop:
                     )
                     text = "\n\n".join(p.text for p in self._system) + tools_text(specs)
                     self._context.set_system_text(text)
+            if self._inbox is not None:  # a teammate's mails arrive at the start of a turn
+                mail = await self._inbox()
+                if mail:
+                    rec.add_message(
+                        Message(role="user", content=[TextBlock(text=mail)], kind="mail")
+                    )
             await self._fitting.fit(rec)
             blocked = await self._pre_sampling(rec)
             if blocked is not None:

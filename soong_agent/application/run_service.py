@@ -8,11 +8,14 @@ from collections.abc import Callable
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.child_runs import ORCHESTRATOR_MARK, ChildRuns
+from soong_agent.application.hooks import RunHooks
 from soong_agent.application.mcp_tools import loaded_in
 from soong_agent.application.memory_consolidation import MemoryConsolidation
 from soong_agent.application.memory_extraction import MemoryExtraction
 from soong_agent.application.memory_recall import MemoryRecall
+from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
+from soong_agent.application.teams import Seat, TeamService
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
@@ -44,12 +47,14 @@ class RunService:
         consolidation: MemoryConsolidation | None = None,
         children: ChildRuns | None = None,
         orchestrator: Callable[[RunSpec], RunSpec] | None = None,
+        teams: TeamService | None = None,
     ) -> None:
         self._assembler = assembler
         self._root = root
         self._presets = presets
         self.children = children
         self._orchestrator = orchestrator
+        self.teams = teams
         self._consolidation = consolidation
         self._background: set[asyncio.Task[object]] = set()
         self.recall = recall
@@ -174,7 +179,10 @@ class RunService:
             earlier=earlier,
             memory=recalled.text if recalled is not None else "",
             children=self.children,
+            team=self._lead_seat(session.id) if orchestrator else None,
         )
+        if orchestrator and self.teams is not None and session_id is not None:
+            await self.teams.restore(session.id, session.project_dir)  # its teammates come back
         if recalled is not None:
             assembled.recorder.event(MemoryRecalled, **recalled.event_fields())
         modes = ports.plan_modes
@@ -199,6 +207,13 @@ class RunService:
             task.add_done_callback(lambda _: extraction.run_ended(session.id))
         assembled.run.attach(task)
         return assembled.run
+
+    def _lead_seat(self, team_id: str) -> Callable[[RunRecorder, RunHooks | None], Seat] | None:
+        """How an orchestrator's run takes its seat as the lead of its team (issue 20)."""
+        teams = self.teams
+        if teams is None:
+            return None
+        return lambda rec, hooks: teams.lead_seat(team_id, rec, hooks)
 
     def _consolidate_when_due(self) -> None:
         """Start the memory consolidation pass beside the run when it is due (it checks its

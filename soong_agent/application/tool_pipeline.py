@@ -112,7 +112,15 @@ class ToolPipeline:
             and all(p.tool is not None and p.tool.permission_class == "read_only" for p in prepared)
         )
         if parallel:
-            await asyncio.gather(*(self._one(p, rec, ctx) for p in prepared))
+            running = [asyncio.ensure_future(self._one(p, rec, ctx)) for p in prepared]
+            try:
+                await asyncio.gather(*running)
+            except asyncio.CancelledError:
+                # gather has cancelled every call and returned at the first one that ended:
+                # wait for the others too (a child agent reports its end), without cancelling
+                # their clean-up again
+                await asyncio.wait(running)
+                raise
         else:
             for p in prepared:
                 await self._one(p, rec, ctx)

@@ -211,6 +211,15 @@ class Services(containers.DeclarativeContainer):
         adapters.http_client.provider,
         adapters.secrets,
     )
+    teams = providers.Singleton(
+        factories.team_service,
+        loaded,
+        assembler,
+        child_runs,
+        adapters.command_sandboxing,
+        adapters.artifact_store,
+        adapters.closables,
+    )
     run_service = providers.Singleton(
         RunService,
         assembler,
@@ -221,6 +230,7 @@ class Services(containers.DeclarativeContainer):
         presets=providers.Callable(factories.agent_presets, loaded, root_spec),
         children=child_runs,
         orchestrator=providers.Callable(factories.orchestrator_spec, loaded, child_runs),
+        teams=teams,
     )
 
 

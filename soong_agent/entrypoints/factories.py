@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from soong_agent.application.memory_extraction import MemoryExtraction
     from soong_agent.application.memory_recall import MemoryRecall
     from soong_agent.application.plan_mode import PlanModes
+    from soong_agent.application.teams import TeamService
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
@@ -807,6 +808,115 @@ def child_runs(
     return ChildRuns(setup, limits, pools=[p for p in pools if p.workers])
 
 
+def team_service(
+    loaded: LoadedConfig,
+    assembler: RunAssembler,
+    children: ChildRuns,
+    sandboxing: CommandSandboxing,
+    artifacts: ArtifactStore,
+    closables: list[Callable[[], Awaitable[None]]],
+) -> TeamService:
+    """The runtime's teams (issue 20): mailboxes under `<project>/.soong-agent/teams`, the
+    task WALs, and a git worktree per teammate when `agents.worktrees` (default: when the
+    project is a git repository). A teammate in a worktree reads and writes only there: its
+    file tools, its run_command and declarative tools (their OS sandbox's write root is the
+    worktree) are rebuilt for it."""
+    import dataclasses
+    import os
+    from pathlib import Path
+
+    from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
+    from soong_agent.adapters.mailbox import FileMailbox
+    from soong_agent.adapters.ossandbox.config import command_tmp_dir, policy_for_config
+    from soong_agent.adapters.process.runner import SubprocessRunner
+    from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
+    from soong_agent.adapters.system.clock import SystemClock
+    from soong_agent.adapters.tasks import FileTaskLog
+    from soong_agent.adapters.worktrees import GitWorktrees
+    from soong_agent.application.teams import TeamLimits, TeamService
+    from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.application.tools.catalog import apply_tool_config
+    from soong_agent.application.tools.declarative import add_declarative_tools
+    from soong_agent.application.tools.shell import run_command_tool
+    from soong_agent.application.tools.team import send_message_tool
+
+    config = loaded.config
+    project = Path(loaded.project)
+    worktrees = None if config.agents.worktrees is False else GitWorktrees(project)
+    repo_root = next((p for p in (project, *project.parents) if (p / ".git").exists()), project)
+    inside = project.relative_to(repo_root)
+    built: dict[tuple[str, str | None], tuple[RunAssembler, RunSpec]] = {}
+
+    def setup(role: str, worktree: str | None) -> tuple[RunAssembler, RunSpec]:
+        key = (role, worktree)
+        if key in built:
+            return built[key]
+        child, spec = children.setup(role)
+        tools = [*spec.tools.tools(), send_message_tool()]
+        if worktree is not None:
+            where = str(Path(worktree) / inside)
+            tools_config = config.tools.model_copy(update={"allowed_write_roots": [where]})
+            policy = policy_for_config(
+                tools_config,
+                project=where,
+                agent_home=str(loaded.home),
+                session_db=config.context.session_db_path,
+                tmp_dir=command_tmp_dir(),
+                network=config.sandbox.network,
+            )
+            runner = SubprocessRunner(sandbox=sandboxing.choice.sandbox, policy=policy)
+            env, secrets = dict(os.environ), secret_names(loaded)
+            shell = run_command_tool(
+                runner=runner,
+                project=where,
+                tools=config.tools,
+                base_env=env,
+                secret_names=secrets,
+                sandbox_note=sandboxing.note,
+            )
+            specs, _ = load_enabled_declarative_tools(loaded.home / "tools", config.tools)
+            own, _ = add_declarative_tools(
+                [shell],
+                specs,
+                runner=runner,
+                project=where,
+                config=config.tools,
+                env=env,
+                secret_names=secrets,
+            )
+            rebuilt, _ = apply_tool_config(own, config.tools)
+            by_name = {t.name: t for t in rebuilt}
+            tools = [by_name.get(t.name, t) for t in tools]
+            fs = LocalFileSystem(
+                project=Path(where),
+                write_roots=[Path(where)],
+                sensitive=list(config.tools.sensitive_paths),
+                allow_tmp_write=config.tools.allow_tmp_write,
+            )
+            child = child.derived(dataclasses.replace(child.ports, fs=fs))
+        built[key] = (child, dataclasses.replace(spec, tools=ToolRegistry(tools)))
+        return built[key]
+
+    agents = config.agents
+    service = TeamService(
+        store=assembler.ports.store,
+        mailbox=FileMailbox(project / ".soong-agent" / "teams"),
+        tasks=FileTaskLog(config.task.wal_dir),
+        clock=SystemClock(),
+        ids=assembler.ports.ids,
+        setup=setup,
+        limits=TeamLimits(
+            max_teammates=agents.max_teammates,
+            run_timeout_s=agents.default_child_timeout_ms / 1000,
+            cancel_timeout_s=agents.child_cancel_timeout_ms / 1000,
+        ),
+        worktrees=worktrees,
+        artifacts=artifacts,
+    )
+    closables.append(service.close)
+    return service
+
+
 def pool_problems(loaded: LoadedConfig) -> list[str]:
     """Why each `agents.worker_pools` entry (or worker) cannot work: an unknown definition,
     a pool without workers (AGT-4)."""
@@ -828,19 +938,23 @@ def pool_problems(loaded: LoadedConfig) -> list[str]:
     return problems
 
 
-def orchestrator_spec(loaded: LoadedConfig, children: ChildRuns) -> Callable[[RunSpec], RunSpec]:
+def orchestrator_spec(
+    loaded: LoadedConfig, children: ChildRuns, teams: bool = True
+) -> Callable[[RunSpec], RunSpec]:
     """The spec of an orchestrator's run (AGT-4): a spec's tools plus `dispatch_worker` over
     the declared pools. Without a usable pool it is a UsageError naming why."""
     import dataclasses
 
     from soong_agent.application.tools.agents import dispatch_worker_tool
     from soong_agent.application.tools.base import ToolRegistry
+    from soong_agent.application.tools.team import lead_tools
 
     made: dict[str | None, RunSpec] = {}
     persona = (
         "You are an orchestrator: split the work into a task graph (task_create, "
-        "task_add_step), then hand work to workers with dispatch_worker; workers claim ready "
-        "steps themselves. Check the board, then report what was done."
+        "task_add_step), then hand work to workers with dispatch_worker, or to long-lived "
+        "teammates (spawn_teammate, send_message, team_wait); workers and idle teammates claim "
+        "ready steps themselves. Check the board, then report what was done."
     )
 
     def spec(base: RunSpec) -> RunSpec:
@@ -854,9 +968,10 @@ def orchestrator_spec(loaded: LoadedConfig, children: ChildRuns) -> Callable[[Ru
                 f"({why}; in {loaded.path})"
             )
         tool = dispatch_worker_tool(children.pools_text())
+        team = lead_tools() if teams and loaded.config.agents.max_teammates > 0 else []
         made[base.agent] = dataclasses.replace(
             base,
-            tools=ToolRegistry([*base.tools.tools(), tool]),
+            tools=ToolRegistry([*base.tools.tools(), tool, *team]),
             persona="\n\n".join(p for p in (base.persona, persona) if p),
         )
         return made[base.agent]

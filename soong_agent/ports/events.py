@@ -293,8 +293,9 @@ class ChildAgentEvent(_Event):
     event: dict[str, Any]
 
 
-ChildKind = Literal["sub_agent", "fork", "worker"]
-"""How a child run was started: `create_sub_agent`, `fork_agent` or `dispatch_worker`."""
+ChildKind = Literal["sub_agent", "fork", "worker", "teammate"]
+"""How a child run was started: `create_sub_agent`, `fork_agent`, `dispatch_worker` or
+`spawn_teammate` (a long-lived teammate: one session, many runs)."""
 
 
 class ChildStarted(_Event):
@@ -332,6 +333,23 @@ class ChildFinished(_Event):
     cost_usd: float | None = None
     pool: str | None = None
     worker: str | None = None
+
+
+MemberStatus = Literal["idle", "working", "waiting_approval", "stopped"]
+"""A teammate's status label: what the lead and autonomous claiming go by."""
+
+
+class TeamChanged(_Event):
+    """A teammate joined, changed status or took up a step (recorded in the lead's run while
+    one is running, and in the teammate's own runs)."""
+
+    type: Literal["team_changed"] = "team_changed"
+    team: str
+    member: str
+    role: str
+    status: MemberStatus
+    step: str | None = None
+    reason: str = ""
 
 
 class ErrorEvent(_Event):
@@ -388,6 +406,7 @@ RunEvent = Annotated[
     | ChildAgentEvent
     | ChildStarted
     | ChildFinished
+    | TeamChanged
     | ErrorEvent
     | UsageEvent
     | RunFinished,

@@ -55,10 +55,11 @@ ContentBlock = Annotated[
 ]
 
 Role = Literal["user", "assistant", "tool"]
-MessageKind = Literal["normal", "continuation", "summary", "synthetic", "reminder"]
+MessageKind = Literal["normal", "continuation", "summary", "synthetic", "reminder", "mail"]
 """`normal`: the user's words or the model's; `continuation`: the runtime asks the model to go on
 after an output cut; `summary`: a compaction summary; `synthetic`: results the runtime made up for
-calls that never ran; `reminder`: the runtime steering the model (a loop noticed)."""
+calls that never ran; `reminder`: the runtime steering the model (a loop noticed); `mail`: mails
+of teammates, delivered at the start of a turn, each labelled by its sender."""
 
 
 class Message(BaseModel):

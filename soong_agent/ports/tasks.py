@@ -39,6 +39,12 @@ class StepAdded(_Record):
     step_id: str
     title: str
     depends_on: tuple[str, ...] = ()
+    role: str | None = None
+    """Only a teammate of this agent definition takes it up on its own (teams)."""
+    tools: tuple[str, ...] = ()
+    """Tools a teammate must have to claim it on its own."""
+    labels: tuple[str, ...] = ()
+    """Labels a teammate must carry to claim it on its own."""
 
 
 class StepClaimed(_Record):

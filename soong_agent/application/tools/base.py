@@ -61,6 +61,34 @@ class ChildLauncher(Protocol):
         ...
 
 
+class TeamSeat(Protocol):
+    """A run's place in a team (issue 20): the lead's, or a teammate's (`member`)."""
+
+    member: str
+
+    async def spawn(self, definition: str, name: str, prompt: str, labels: list[str]) -> ToolOutput:
+        """Add a teammate of agent definition `definition` named `name`; `prompt` is its
+        first mail."""
+        ...
+
+    async def send(self, to: str, kind: str, body: str, data: dict[str, Any]) -> ToolOutput:
+        """Send a mail of `kind` to the member `to` (or ``lead``)."""
+        ...
+
+    async def status(self) -> ToolOutput:
+        """The roster: each member's role, status and current step."""
+        ...
+
+    async def wait(self, timeout_s: float) -> ToolOutput:
+        """Wait for mail to this seat, or for the team to go quiet."""
+        ...
+
+    async def worktree(self, action: str, member: str, message: str) -> ToolOutput:
+        """`review`, `accept` (merge, `message` for the commit) or `reject` a member's
+        worktree."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What every tool handler may use.
@@ -77,11 +105,20 @@ class ToolContext:
     call_id: str = ""
     children: ChildLauncher | None = None
     task_session_id: str | None = None
+    actor: str | None = None
+    """Who the run acts as in task graphs (a teammate's name); None: the run itself."""
+    team: TeamSeat | None = None
+    """The run's seat in a team (the lead's or a teammate's); None: not in a team."""
 
     @property
     def task_session(self) -> str:
         """The session whose task graphs the task tools read and write."""
         return self.task_session_id or self.session_id
+
+    @property
+    def task_actor(self) -> str:
+        """The actor of the task records the run writes, and the owner of its claims."""
+        return self.actor or self.run_id
 
 
 Handler = Callable[[Any, ToolContext], Awaitable[ToolOutput]]

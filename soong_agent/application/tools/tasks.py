@@ -63,6 +63,15 @@ class TaskAddStepArgs(ToolArgs):
         default_factory=list,
         description="Ids of steps (already added) that must be done before this one can run.",
     )
+    role: str | None = Field(
+        default=None, description="Teams: only a teammate of this agent definition takes it."
+    )
+    tools: list[str] = Field(
+        default_factory=list, description="Teams: tools a teammate needs to take it."
+    )
+    labels: list[str] = Field(
+        default_factory=list, description="Teams: labels a teammate needs to take it."
+    )
 
 
 class TaskClaimArgs(ToolArgs):
@@ -140,7 +149,7 @@ class TaskTools:
         record = TaskCreated(
             seq=0,
             at=self._clock.now(),
-            actor=ctx.run_id,
+            actor=ctx.task_actor,
             title=args.title,
             description=args.description,
         )
@@ -150,10 +159,13 @@ class TaskTools:
         record = StepAdded(
             seq=0,
             at=self._clock.now(),
-            actor=ctx.run_id,
+            actor=ctx.task_actor,
             step_id=args.step_id,
             title=args.title,
             depends_on=tuple(args.depends_on),
+            role=args.role,
+            tools=tuple(args.tools),
+            labels=tuple(args.labels),
         )
         after = f" after {', '.join(args.depends_on)}" if args.depends_on else ""
         return await self._append(
@@ -178,9 +190,9 @@ class TaskTools:
             record = StepClaimed(
                 seq=0,
                 at=now,
-                actor=ctx.run_id,
+                actor=ctx.task_actor,
                 step_id=step_id,
-                owner=ctx.run_id,
+                owner=ctx.task_actor,
                 lease_expires_at=now + self._lease_s,
             )
             message = (
@@ -198,7 +210,7 @@ class TaskTools:
         record = StepHeartbeat(
             seq=0,
             at=now,
-            actor=ctx.run_id,
+            actor=ctx.task_actor,
             step_id=args.step_id,
             lease_expires_at=now + self._lease_s,
         )
@@ -211,7 +223,7 @@ class TaskTools:
 
     async def complete(self, args: TaskCompleteArgs, ctx: ToolContext) -> ToolOutput:
         record = StepCompleted(
-            seq=0, at=self._clock.now(), actor=ctx.run_id, step_id=args.step_id,
+            seq=0, at=self._clock.now(), actor=ctx.task_actor, step_id=args.step_id,
             summary=args.summary,
         )  # fmt: skip
         return await self._append(
@@ -220,7 +232,7 @@ class TaskTools:
 
     async def fail(self, args: TaskFailArgs, ctx: ToolContext) -> ToolOutput:
         record = StepFailed(
-            seq=0, at=self._clock.now(), actor=ctx.run_id, step_id=args.step_id,
+            seq=0, at=self._clock.now(), actor=ctx.task_actor, step_id=args.step_id,
             reason=args.reason,
         )  # fmt: skip
         return await self._append(
@@ -228,7 +240,9 @@ class TaskTools:
         )
 
     async def release(self, args: TaskStepArgs, ctx: ToolContext) -> ToolOutput:
-        record = StepReleased(seq=0, at=self._clock.now(), actor=ctx.run_id, step_id=args.step_id)
+        record = StepReleased(
+            seq=0, at=self._clock.now(), actor=ctx.task_actor, step_id=args.step_id
+        )
         return await self._append(
             ctx,
             args.task,

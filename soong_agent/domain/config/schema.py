@@ -236,6 +236,10 @@ class AgentsConfig(Section):
     max_concurrent_children_per_session: int = Field(default=4, ge=1)
     default_child_timeout_ms: int = Field(default=600_000, gt=0)
     child_cancel_timeout_ms: int = Field(default=30_000, ge=0)
+    max_teammates: int = Field(default=8, ge=0)
+    """Teammates of one team that have not stopped (`spawn_teammate`, orchestrator mode)."""
+    worktrees: bool | None = None
+    """A git worktree per teammate; None: when the project is a git repository."""
 
     @model_validator(mode="after")
     def _unique_pool_ids(self) -> AgentsConfig:

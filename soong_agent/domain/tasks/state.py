@@ -53,6 +53,9 @@ class StepState:
     summary: str = ""
     reason: str = ""
     updated_at: float = 0.0
+    role: str | None = None
+    tools: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -227,6 +230,9 @@ def _apply_in_place(state: TaskState, record: TaskRecord) -> None:
             added_at=record.at,
             added_by=record.actor,
             updated_at=record.at,
+            role=record.role,
+            tools=record.tools,
+            labels=record.labels,
         )
         return
     step = state.steps[record.step_id]
