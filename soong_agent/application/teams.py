@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
-from soong_agent.application.child_runs import NamedApprover
+from soong_agent.application.child_runs import ORCHESTRATOR_MARK, NamedApprover
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
@@ -251,6 +251,32 @@ class TeamService:
         for team in self._teams.values():
             team.loops.clear()
 
+    async def mail(
+        self,
+        team_id: str,
+        to: str,
+        body: str,
+        *,
+        kind: str = "message",
+        sender: str = LEAD,
+        data: dict[str, Any] | None = None,
+    ) -> ToolOutput:
+        """Send a mail into a team from outside a run (the SDK caller speaking as the lead,
+        say); the result says what happened, as `send_message`'s does."""
+        team = self._teams.get(team_id)
+        if team is None:
+            return ToolOutput(f"no team {team_id!r} in this runtime", is_error=True)
+        return await self.send(team, sender, to, kind, body, data or {})
+
+    async def add_member(
+        self, team_id: str, definition: str, name: str, prompt: str, labels: Sequence[str] = ()
+    ) -> ToolOutput:
+        """`spawn_teammate` from outside a run."""
+        team = self._teams.get(team_id)
+        if team is None:
+            return ToolOutput(f"no team {team_id!r} in this runtime", is_error=True)
+        return await self.spawn(team, definition, name, prompt, list(labels))
+
     # --- seats' actions ----------------------------------------------------------------------
     async def spawn(
         self, team: _Team, definition: str, name: str, prompt: str, labels: list[str]
@@ -286,6 +312,8 @@ class TeamService:
         )
         team.members[name] = member
         await self._save(team)
+        if await self._store.get_mark(team.id, ORCHESTRATOR_MARK) is None:  # resumes as lead
+            await self._store.set_mark(team.id, ORCHESTRATOR_MARK, "1", previous=None)
         first = Mail(
             id=self._ids.new_id("mail"),
             at=self._clock.now(),

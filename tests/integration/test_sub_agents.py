@@ -31,13 +31,16 @@ def routed(routes: dict[str, Route]) -> ScriptedModel:
     seen: dict[str, int] = {}
 
     def answer(request: ModelRequest) -> ScriptedResponse:
-        text = last_user_text(request)
-        for key, route in routes.items():
-            if key in text:
-                count = seen.get(key, 0)
-                seen[key] = count + 1
-                return route(request, count)
-        raise AssertionError(f"no route for {text!r}")
+        users = [m.text for m in request.messages if m.role == "user"]
+        # the last user message says who asks; a lead's mail (delivered as a user message
+        # during its run) does not, and then its first message does
+        for text in (users[-1], users[0]) if users else ():
+            for key, route in routes.items():
+                if key in text:
+                    count = seen.get(key, 0)
+                    seen[key] = count + 1
+                    return route(request, count)
+        raise AssertionError(f"no route for {users[-1] if users else ''!r}")
 
     return ScriptedModel(default=answer)
 
