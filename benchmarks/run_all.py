@@ -15,6 +15,10 @@ BENCHMARKS = [
     "bench_tokens.py",
     "bench_context.py",
     "bench_cold_start.py",
+    "bench_agents.py",
+    "bench_teams.py",
+    "bench_mailbox.py",
+    "bench_tasks.py",
 ]
 
 

@@ -47,14 +47,15 @@ class RunService:
         consolidation: MemoryConsolidation | None = None,
         children: ChildRuns | None = None,
         orchestrator: Callable[[RunSpec], RunSpec] | None = None,
-        teams: TeamService | None = None,
+        teams: Callable[[], TeamService] | None = None,
     ) -> None:
         self._assembler = assembler
         self._root = root
         self._presets = presets
         self.children = children
         self._orchestrator = orchestrator
-        self.teams = teams
+        self._teams = teams
+        self._team_service: TeamService | None = None
         self._consolidation = consolidation
         self._background: set[asyncio.Task[object]] = set()
         self.recall = recall
@@ -70,6 +71,19 @@ class RunService:
         if self._presets is None:
             raise UsageError("agent presets are not available in this runtime")
         return self._presets(agent)
+
+    @property
+    def teams(self) -> TeamService | None:
+        """The runtime's teams, made when an orchestrator run first needs them."""
+        if self._team_service is None and self._teams is not None:
+            self._team_service = self._teams()
+        return self._team_service
+
+    def team_of(self, session_id: str) -> TeamService | None:
+        """The teams, when the session has teammates in this process (else None, and nothing
+        is made)."""
+        service = self._team_service
+        return service if service is not None and service.has_members(session_id) else None
 
     def fitted_budget(self) -> tuple[ContextBudget, int]:
         """The main model's budget for a root run's system prompt, and that prompt's size."""
@@ -181,8 +195,9 @@ class RunService:
             children=self.children,
             team=self._lead_seat(session.id) if orchestrator else None,
         )
-        if orchestrator and self.teams is not None and session_id is not None:
-            await self.teams.restore(session.id, session.project_dir)  # its teammates come back
+        teams = self.teams if orchestrator else None
+        if teams is not None and session_id is not None:
+            await teams.restore(session.id, session.project_dir)  # its teammates come back
         if recalled is not None:
             assembled.recorder.event(MemoryRecalled, **recalled.event_fields())
         modes = ports.plan_modes

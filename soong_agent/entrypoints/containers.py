@@ -230,7 +230,7 @@ class Services(containers.DeclarativeContainer):
         presets=providers.Callable(factories.agent_presets, loaded, root_spec),
         children=child_runs,
         orchestrator=providers.Callable(factories.orchestrator_spec, loaded, child_runs),
-        teams=teams,
+        teams=teams.provider,
     )
 
 

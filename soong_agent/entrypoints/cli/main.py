@@ -61,6 +61,12 @@ agents_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(agents_app, name="agents")
+team_app = typer.Typer(
+    help="The team of an orchestrator session (teammates, mailboxes, worktrees).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(team_app, name="team")
 
 NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The memory's name.")]
 
@@ -388,6 +394,17 @@ def tasks_show(
     from soong_agent.entrypoints.cli.tasks_cmd import tasks_show as body
 
     raise typer.Exit(body(ref, path))
+
+
+@team_app.command("show", cls=Command)
+def team_show(
+    session_id: Annotated[str, typer.Argument(metavar="SESSION", help="The lead's session.")],
+    path: PathOption = None,
+) -> None:
+    """Print the team of a session: each teammate's role, status, step, mail and cost."""
+    from soong_agent.entrypoints.cli.team_cmd import team_show as body
+
+    raise typer.Exit(body(session_id, path))
 
 
 @skills_app.command("list", cls=Command)

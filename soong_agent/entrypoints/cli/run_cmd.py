@@ -136,6 +136,10 @@ async def _run(
             # the run is over and saved: a Ctrl-C from here on (the user's second one, say)
             # exits at once with the cancelled code instead of a traceback or a signal death
             signal.signal(signal.SIGINT, _exit_cancelled)
+        team = service.team_of(run.session_id)
+        if team is not None:  # teammates go on after the lead's turn: let them finish
+            renderer.status("waiting for the teammates to finish (Ctrl-C stops them)")
+            await team.settle(run.session_id)
         renderer.finished(result)
         return _exit_code(result, renderer.clean)
     finally:
