@@ -239,7 +239,9 @@ class MemoryExtraction:
         self._redactor = redactor
         self._lock = asyncio.Lock()  # one extraction at a time
         self._jobs: set[asyncio.Task[None]] = set()
-        self._idle: dict[str, asyncio.Task[None]] = {}
+        self._idle: dict[str, asyncio.TimerHandle] = {}
+        """One timer per session waiting to be idle (a timer, not a sleeping task: a runtime
+        serving thousands of sessions keeps a few hundred bytes for each, not a task)."""
         self._writing: set[asyncio.Future[ExtractionReport]] = set()
         self._swept = False
         self._closed = False
@@ -421,15 +423,14 @@ class MemoryExtraction:
         old = self._idle.pop(session_id, None)
         if old is not None:
             old.cancel()
-
-        async def wait_then_extract() -> None:
-            await asyncio.sleep(seconds)
-            self._idle.pop(session_id, None)
-            self._start(self._idle_extract(session_id), f"soong-memory-idle-{session_id}")
-
-        self._idle[session_id] = asyncio.get_running_loop().create_task(
-            wait_then_extract(), name=f"soong-memory-wait-{session_id}"
+        self._idle[session_id] = asyncio.get_running_loop().call_later(
+            seconds, self._idle_reached, session_id
         )
+
+    def _idle_reached(self, session_id: str) -> None:
+        self._idle.pop(session_id, None)
+        if not self._closed:
+            self._start(self._idle_extract(session_id), f"soong-memory-idle-{session_id}")
 
     async def _idle_extract(self, session_id: str) -> None:
         try:

@@ -40,6 +40,8 @@ def child_label(event: ChildStarted | ChildFinished) -> str:
     """``sub-agent reviewer``, ``fork``, ``worker build/w1``: which child an event is about."""
     if event.kind == "worker":
         return f"worker {event.pool}/{event.worker}"
+    if event.kind == "teammate":
+        return f"teammate {event.worker}"
     return "fork" if event.kind == "fork" else f"sub-agent {event.agent}"
 
 

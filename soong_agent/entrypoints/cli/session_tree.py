@@ -190,13 +190,16 @@ def pool_use(workers: Sequence[WorkerUse]) -> dict[str, Spend]:
 
 
 def label(link: ChildStarted | None, session: SessionInfo) -> str:
-    """``sub-agent reviewer``, ``fork``, ``worker p/w1 (agent default_worker_agent)``."""
+    """``sub-agent reviewer``, ``fork``, ``worker p/w1 (agent default_worker_agent)``,
+    ``teammate alice (agent reviewer)``."""
     if link is None:
         return f"child agent {session.agent}" if session.agent else "child session"
     if link.kind == "worker":
         return f"worker {link.pool}/{link.worker} (agent {link.agent})"
     if link.kind == "fork":
         return "fork"
+    if link.kind == "teammate":
+        return f"teammate {link.worker} (agent {link.agent})"
     return f"sub-agent {link.agent}"
 
 
