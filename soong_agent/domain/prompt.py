@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 from soong_agent.ports.model import SystemPart, ToolSpec
@@ -21,6 +22,7 @@ DEFERRED = "[deferred] "
 CATALOGUE_LINE_MAX = 100
 
 
+@functools.lru_cache(maxsize=2048)
 def _gist(description: str) -> str:
     """A tool's description cut to its first sentence, at most `CATALOGUE_LINE_MAX`
     characters (the whole description goes with the tool's schema)."""
