@@ -20,7 +20,7 @@ from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import SessionNotFound, UsageError
-from soong_agent.ports.events import MemoryRecalled, PlanModeChanged
+from soong_agent.ports.events import AgentSwitched, MemoryRecalled, PlanModeChanged
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import RunInfo, SessionInfo
@@ -139,6 +139,7 @@ class RunService:
         now = ports.clock.now()
         history: list[Message] = []
         session: SessionInfo | None = None
+        switched: tuple[str | None, str] | None = None
         if session_id is not None:
             session, history = await self._history(session_id, from_message)
             if agent is None:
@@ -149,6 +150,7 @@ class RunService:
                         f"session {session_id} runs the agent {session.agent or 'default'!r}; "
                         "the agent can be switched only while a session has no messages"
                     )
+                switched = (session.agent, agent)
                 session = dataclasses.replace(session, agent=agent)
         if session_id is not None and not orchestrator and self.children and self.children.pools:
             orchestrator = await ports.store.get_mark(session_id, ORCHESTRATOR_MARK) is not None
@@ -198,6 +200,8 @@ class RunService:
         teams = self.teams if orchestrator else None
         if teams is not None and session_id is not None:
             await teams.restore(session.id, session.project_dir)  # its teammates come back
+        if switched is not None:  # the switch of a blank session's agent is logged (AGT-3)
+            assembled.recorder.event(AgentSwitched, previous=switched[0], agent=switched[1])
         if recalled is not None:
             assembled.recorder.event(MemoryRecalled, **recalled.event_fields())
         modes = ports.plan_modes

@@ -293,6 +293,14 @@ class ChildAgentEvent(_Event):
     event: dict[str, Any]
 
 
+class AgentSwitched(_Event):
+    """A session that had no messages yet was given another agent (preset, AGT-3)."""
+
+    type: Literal["agent_switched"] = "agent_switched"
+    previous: str | None
+    agent: str
+
+
 ChildKind = Literal["sub_agent", "fork", "worker", "teammate"]
 """How a child run was started: `create_sub_agent`, `fork_agent`, `dispatch_worker` or
 `spawn_teammate` (a long-lived teammate: one session, many runs)."""
@@ -404,6 +412,7 @@ RunEvent = Annotated[
     | InstructionsLoaded
     | PlanModeChanged
     | ChildAgentEvent
+    | AgentSwitched
     | ChildStarted
     | ChildFinished
     | TeamChanged

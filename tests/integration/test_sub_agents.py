@@ -353,3 +353,30 @@ async def test_children_cannot_start_children_and_an_unknown_definition_lists_th
     unknown = tool_result_texts(last)[-1]
     assert "unknown agent 'no-such-agent'" in unknown and "reviewer" in unknown
     assert sum(1 for e in events if e.type == "child_started") == 1
+
+
+async def test_a_blank_path_may_switch_agent_and_the_switch_is_an_event(
+    tmp_path: Path, project: Path
+) -> None:
+    home = home_with(tmp_path)
+    model = routed({"question": steps(ScriptedResponse.text("answer"))})
+    async with AgentRuntime(project, home, model=model) as runtime:
+        first = await (await runtime.run("question one")).wait()
+        store = runtime._container.adapters.session_store()
+        (user, _) = await store.active_path(first.session_id)
+        again = await runtime.run(
+            "question again", session_id=first.session_id, from_message=user.id, agent="minimal"
+        )
+        await again.wait()
+        events = [e async for e in again.events()]
+        session = await store.get_session(first.session_id)
+    (switched,) = [e for e in events if e.type == "agent_switched"]
+    assert switched.previous is None and switched.agent == "minimal"
+    assert session is not None and session.agent == "minimal"
+    assert {t.name for t in model.last_call.tools} == {
+        "read_file",
+        "list_dir",
+        "glob",
+        "grep",
+        "compact",
+    }
