@@ -77,6 +77,8 @@ class LoopSettings:
     """Sent with the first model request of the run only (then the model decides)."""
     limits: RunLimits = field(default_factory=RunLimits)
     stuck: StuckSettings = field(default_factory=StuckSettings)
+    agent_hash: str | None = None
+    """The content hash of the agent definition the run follows (AGT-3), in `run_started`."""
 
 
 class AgentLoop:
@@ -160,6 +162,7 @@ class AgentLoop:
             project_dir=self._ctx.fs.root,
             model=self._settings.model_label,
             agent=rec.session.agent,
+            agent_hash=self._settings.agent_hash,
             resumed=resumed,
             message=message,
         )

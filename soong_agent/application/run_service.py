@@ -20,7 +20,13 @@ from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import SessionNotFound, UsageError
-from soong_agent.ports.events import AgentSwitched, MemoryRecalled, PlanModeChanged
+from soong_agent.ports.events import (
+    AgentSwitched,
+    ErrorEvent,
+    MemoryRecalled,
+    PlanModeChanged,
+    RunStarted,
+)
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import RunInfo, SessionInfo
@@ -200,6 +206,12 @@ class RunService:
         teams = self.teams if orchestrator else None
         if teams is not None and session_id is not None:
             await teams.restore(session.id, session.project_dir)  # its teammates come back
+        if session_id is not None and switched is None and spec.settings.agent_hash:
+            edited = await self._definition_changed(session_id, spec)
+            if edited is not None:
+                assembled.recorder.event(
+                    ErrorEvent, kind="agent_changed", message=edited, fatal=False
+                )
         if switched is not None:  # the switch of a blank session's agent is logged (AGT-3)
             assembled.recorder.event(AgentSwitched, previous=switched[0], agent=switched[1])
         if recalled is not None:
@@ -226,6 +238,26 @@ class RunService:
             task.add_done_callback(lambda _: extraction.run_ended(session.id))
         assembled.run.attach(task)
         return assembled.run
+
+    async def _definition_changed(self, session_id: str, spec: RunSpec) -> str | None:
+        """Why the session's agent definition differs from the one its last run followed
+        (its text was edited since), or None."""
+        store = self._assembler.ports.store
+        runs = await store.list_runs(session_id)
+        if not runs:
+            return None
+        for event in await store.run_events(runs[-1].id):
+            if isinstance(event, RunStarted):
+                before = event.agent_hash
+                if before and before != spec.settings.agent_hash:
+                    return (
+                        f"the agent definition {spec.agent!r} changed since this session's "
+                        f"last run (sha256 {before[:12]}… -> "
+                        f"{(spec.settings.agent_hash or '')[:12]}…); the session goes on with "
+                        "the new one"
+                    )
+                return None
+        return None
 
     def _lead_seat(self, team_id: str) -> Callable[[RunRecorder, RunHooks | None], Seat] | None:
         """How an orchestrator's run takes its seat as the lead of its team (issue 20)."""

@@ -681,7 +681,7 @@ def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpe
             definition, [*root.tools.names(), "compact"], loaded.config.tools.disabled
         )
         tools = ToolRegistry([t for t in root.tools.tools() if t.name in names])
-        settings = root.settings
+        settings = dataclasses.replace(root.settings, agent_hash=definition.content_hash)
         if definition.max_turns is not None:
             settings = dataclasses.replace(settings, max_turns=definition.max_turns)
         spec = dataclasses.replace(

@@ -38,6 +38,8 @@ class RunStarted(_Event):
     project_dir: str
     model: str
     agent: str | None = None
+    agent_hash: str | None = None
+    """The sha256 of the agent definition's text (a preset, AGT-3)."""
     resumed: bool = False
     message: str
 

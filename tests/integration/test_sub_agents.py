@@ -380,3 +380,21 @@ async def test_a_blank_path_may_switch_agent_and_the_switch_is_an_event(
         "grep",
         "compact",
     }
+
+
+async def test_resuming_after_the_definition_changed_reports_it(
+    tmp_path: Path, project: Path
+) -> None:
+    home = home_with(tmp_path)
+    model = routed({"question": steps(ScriptedResponse.text("answer"))})
+    async with AgentRuntime(project, home, model=model) as runtime:
+        first = await (await runtime.run("question one", agent="reviewer")).wait()
+    definition = home / "agents" / "reviewer.md"
+    definition.write_text(definition.read_text() + "Be brief.\n", encoding="utf-8")
+    async with AgentRuntime(project, home, model=model) as runtime:
+        again = await runtime.run("question two", session_id=first.session_id)
+        await again.wait()
+        events = [e async for e in again.events()]
+    (warning,) = [e for e in events if e.type == "error" and e.kind == "agent_changed"]
+    assert "'reviewer' changed since this session's last run" in warning.message
+    assert "Be brief." in "\n".join(p.text for p in model.last_call.system)
