@@ -1,4 +1,4 @@
-"""The worktrees port: one git worktree per team member, reviewed and merged by the lead (TEAM-4).
+"""The worktrees port: one git worktree per team member, reviewed and merged by the lead.
 
 A member works on its own branch ``soong/<team>/<member>`` in its own checkout,
 ``<project>/.soong-agent/worktrees/<member>``, so nothing it writes reaches the main tree until

@@ -1,4 +1,4 @@
-"""`InMemoryWorktrees`: the Worktrees fake (TEAM-4), for tests of the team runtime.
+"""`InMemoryWorktrees`: the Worktrees fake, for tests of the team runtime.
 
 The main tree and each member's worktree are dicts of project-relative paths to bytes; a test
 writes into a worktree with `write` / `delete` (what a member's tools would do on disk) and

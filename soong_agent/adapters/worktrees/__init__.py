@@ -1,4 +1,4 @@
-"""Member worktrees over git (TEAM-4): ``<project>/.soong-agent/worktrees/<member>``."""
+"""Member worktrees over git: ``<project>/.soong-agent/worktrees/<member>``."""
 
 from soong_agent.adapters.worktrees.git import GitWorktrees
 

@@ -1,4 +1,4 @@
-"""`GitWorktrees`: member worktrees over the real ``git`` binary (TEAM-4).
+"""`GitWorktrees`: member worktrees over the real ``git`` binary.
 
 Layout: the worktree of `member` is ``<project>/.soong-agent/worktrees/<member>`` on branch
 ``soong/<team>/<member>``. The folder ``.soong-agent/worktrees/`` holds a ``.gitignore`` of
