@@ -37,16 +37,25 @@ from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.streaming import StreamEvent, StreamFinished, TextDelta, ToolCallReady
 from soong_agent.testing import InMemorySessionStore
 
+_writer: list[int] = []  # the writer thread's id, looked up once (not on every turn)
+
 
 def writer_cpu() -> float:
     """CPU seconds of the SQLite store's writer thread so far (0 when it has none)."""
-    for thread in threading.enumerate():
-        if thread.name.startswith("soong-sqlite") and thread.ident is not None:
-            try:
-                return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
-            except OSError:  # the thread ended meanwhile
-                return 0.0
-    return 0.0
+    if not _writer:
+        found = [
+            t.ident
+            for t in threading.enumerate()
+            if t.name.startswith("soong-sqlite") and t.ident is not None
+        ]
+        if not found:
+            return 0.0
+        _writer.append(found[0])
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(_writer[0]))
+    except OSError:  # the thread ended meanwhile (a new store's thread is looked up again)
+        _writer.clear()
+        return 0.0
 
 
 class InstantModel:
@@ -88,6 +97,7 @@ async def one_run(
 ) -> tuple[list[float], int, int, list[float]]:
     """Per-turn CPU seconds, the events and messages written per run, and per-turn CPU seconds
     of the store's writer thread (included in the first)."""
+    _writer.clear()  # this run's store has a writer thread of its own
     model = InstantModel(turns)
     store: SessionStore = (
         SqliteSessionStore(folder / "sessions.sqlite") if sqlite else InMemorySessionStore()

@@ -95,6 +95,7 @@ class ContextWindow:
         self._summarizer = summarizer
         self.calibration = calibration
         self._system_text = system_text
+        self._system_bytes: int | None = None  # its UTF-8 size, measured once
         self._system_o200k: int | None = None
         self._instructions = instructions
         self._todos = todos
@@ -176,11 +177,14 @@ class ContextWindow:
         if text != self._system_text:
             self._system_text = text
             self._system_o200k = None
+            self._system_bytes = None
 
     def system_tokens(self) -> int:
         if self._system_o200k is None:
             if not self._loaded():
-                return self._estimate(len(self._system_text.encode("utf-8")))
+                if self._system_bytes is None:
+                    self._system_bytes = len(self._system_text.encode("utf-8"))
+                return self._estimate(self._system_bytes)
             self._system_o200k = self._count(self._system_text)
         return self._estimate(self._system_o200k)
 
