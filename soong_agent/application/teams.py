@@ -55,6 +55,7 @@ from soong_agent.ports.errors import SoongAgentError, UsageError
 from soong_agent.ports.events import (
     ChildFinished,
     ChildStarted,
+    ErrorEvent,
     MemberStatus,
     TeamChanged,
 )
@@ -488,37 +489,54 @@ class TeamService:
             )
 
     async def _loop(self, team: _Team, name: str) -> None:
-        while True:
-            member = team.members[name]
-            if member.status == "stopped":
-                return
-            mails = await asyncio.to_thread(self._mailbox.unread, team.id, name)
-            shutdown = team.shutdown.pop(name, None) or next(
-                (m for m in mails if m.kind == "shutdown_request"), None
+        """The member's life: read mail, take up work, run; a failure of one round (the store,
+        the mailbox, a task log) is reported in the lead's run and the member goes on."""
+        while team.members[name].status != "stopped":
+            try:
+                await self._round(team, name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # reported, never silent; the member keeps its seat
+                lead = team.lead_running()
+                if lead is not None:
+                    lead.event(
+                        ErrorEvent,
+                        kind="teammate",
+                        message=f"teammate {name}: {type(exc).__name__}: {exc}",
+                        fatal=False,
+                    )
+                await asyncio.sleep(self.limits.poll_s)
+
+    async def _round(self, team: _Team, name: str) -> None:
+        """One look at the member's mail and work, and the run they call for."""
+        member = team.members[name]
+        mails = await asyncio.to_thread(self._mailbox.unread, team.id, name)
+        shutdown = team.shutdown.pop(name, None) or next(
+            (m for m in mails if m.kind == "shutdown_request"), None
+        )
+        if shutdown is not None:
+            await self._stop(team, member, shutdown, mails)
+            return
+        if any(m.kind == "plan_approval" for m in mails):
+            team.awaiting.discard(name)
+        work: tuple[str, str, str] | None = None
+        if not mails and name not in team.awaiting:
+            work = await self._work_for(team, member)
+        if not mails and work is None:
+            await self._sleep(team, name)
+            return
+        if mails:
+            await asyncio.to_thread(self._mailbox.mark_read, team.id, name, mails[-1].seq)
+        text = render_mails(mails)
+        if work is not None:
+            task, step, title = work
+            text += (
+                f"{chr(10) * 2 if text else ''}Work is ready for you: task {task!r}, step "
+                f"{step!r} ({title}). Claim it with task_claim(task={task!r}, "
+                f"step_id={step!r}), do it, then task_complete (or task_fail with the "
+                "reason, or task_release if you cannot take it)."
             )
-            if shutdown is not None:
-                await self._stop(team, member, shutdown, mails)
-                return
-            if any(m.kind == "plan_approval" for m in mails):
-                team.awaiting.discard(name)
-            work: tuple[str, str, str] | None = None
-            if not mails and name not in team.awaiting:
-                work = await self._work_for(team, member)
-            if not mails and work is None:
-                await self._sleep(team, name)
-                continue
-            if mails:
-                await asyncio.to_thread(self._mailbox.mark_read, team.id, name, mails[-1].seq)
-            text = render_mails(mails)
-            if work is not None:
-                task, step, title = work
-                text += (
-                    f"{chr(10) * 2 if text else ''}Work is ready for you: task {task!r}, step "
-                    f"{step!r} ({title}). Claim it with task_claim(task={task!r}, "
-                    f"step_id={step!r}), do it, then task_complete (or task_fail with the "
-                    "reason, or task_release if you cannot take it)."
-                )
-            await self._work(team, member, text, f"{work[0]}/{work[1]}" if work else None)
+        await self._work(team, member, text, f"{work[0]}/{work[1]}" if work else None)
 
     async def _sleep(self, team: _Team, name: str) -> None:
         event = team.wake[name]

@@ -413,3 +413,40 @@ def test_after_kill_9_the_team_comes_back_with_its_mail_and_an_expired_step_move
     assert ("step_completed", claims[-1]) in records
     roster = {m["name"]: m["status"] for m in report["roster"]}
     assert roster == {"alice": "idle", "bob": "idle"}
+
+
+async def test_a_failing_round_is_reported_and_the_teammate_goes_on(
+    home: Path, project: Path
+) -> None:
+    model = routed(
+        {
+            "hello dan": steps(
+                call("send_message", to="lead", body="dan is here"), ScriptedResponse.text("ok")
+            ),
+            "lead": steps(
+                ScriptedResponse.tool_calls(spawn("dan", "hello dan")),
+                call("team_wait", timeout_s=20),
+                ScriptedResponse.text("done"),
+            ),
+        }
+    )
+    async with AgentRuntime(project, home, model=model) as runtime:
+        teams = runtime._container.services.teams()
+        real = teams._mailbox.unread
+        failures: list[str] = []
+
+        def flaky(team: str, member: str) -> list[object]:
+            if member == "dan" and not failures:
+                failures.append(member)
+                raise OSError("the disk hiccuped")
+            return real(team, member)
+
+        teams._mailbox.unread = flaky  # type: ignore[method-assign]
+        run = await runtime.run("lead", orchestrator=True)
+        result = await asyncio.wait_for(run.wait(), 30)
+        events = [e async for e in run.events()]
+    assert result.status == "completed" and failures == ["dan"]
+    (error,) = [e for e in events if e.type == "error" and e.kind == "teammate"]
+    assert "teammate dan: OSError: the disk hiccuped" in error.message
+    lead_calls = [c for c in model.calls if last_user_text(c) == "lead"]
+    assert "dan is here" in tool_result_texts(lead_calls[2])[-1]  # dan went on after it
