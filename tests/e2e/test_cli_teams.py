@@ -47,6 +47,7 @@ def test_a_lead_waits_for_its_teammate_then_team_show_and_resume_read_the_mail(
     result = world.run("run", "--orchestrator", "start the team")
     assert result.returncode == 0, result.stderr
     assert "waiting for the teammates to finish" in result.stderr
+    assert "◆ teammate alice idle: joined the team" in result.stderr
     lead = session_id_of(result.stdout + result.stderr)
     assert server.served["alice: say hi"] == 2  # the CLI did not exit before alice was done
 

@@ -22,6 +22,7 @@ from soong_agent.ports.events import (
     RunEvent,
     SandboxDenied,
     StuckDetected,
+    TeamChanged,
     TextDeltaEvent,
     ToolCallRequested,
     ToolResultEvent,
@@ -198,6 +199,10 @@ class Renderer:
                     f"  ↳ {child_label(event)} started (session {event.child_session_id}): "
                     f"{_first_line(event.task, 60)}"
                 )
+            case TeamChanged():
+                step = f" (step {event.step})" if event.step else ""
+                why = f": {_first_line(event.reason, 60)}" if event.reason else ""
+                self.status(f"  ◆ teammate {event.member} {event.status}{step}{why}")
             case ChildFinished():
                 cost = f", ${event.cost_usd:.4f}" if event.cost_usd is not None else ""
                 why = f": {_first_line(event.reason, 80)}" if event.reason else ""
