@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -23,7 +23,8 @@ RunStatus = Literal[
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built at first use, not at import: a run uses a handful of the event types
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     seq: int
     run_id: str
@@ -424,7 +425,21 @@ RunEvent = Annotated[
     Field(discriminator="type"),
 ]
 
-RUN_EVENT: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)
+_adapters: dict[str, TypeAdapter[RunEvent]] = {}
+
+
+def __getattr__(name: str) -> TypeAdapter[RunEvent]:
+    """`RUN_EVENT`, the validator of any run event, built at first use (building it builds
+    every event type's schema, which a run's start does not need)."""
+    if name != "RUN_EVENT":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _adapters:
+        _adapters[name] = TypeAdapter(RunEvent)
+    return _adapters[name]
+
+
+if TYPE_CHECKING:
+    RUN_EVENT: TypeAdapter[RunEvent]
 
 
 @runtime_checkable
