@@ -364,7 +364,7 @@ class ParentLink:
             except UsageError as exc:
                 message = f"dispatch_worker: worker {chosen.worker_id}: {exc}"
                 return ToolOutput(message, is_error=True)
-            output, _ = await self._child_result(
+            return await self._child(
                 "worker",
                 chosen.agent,
                 assembler,
@@ -377,7 +377,6 @@ class ParentLink:
                 caps=left,
                 task_session_id=session_id,
             )
-            return output
         finally:
             children.release_worker(session_id, chosen)
 
@@ -394,37 +393,11 @@ class ParentLink:
         label: str,
         copies: Sequence[Message] = (),
         memory: str = "",
-    ) -> ToolOutput:
-        output, _ = await self._child_result(
-            kind,
-            agent,
-            assembler,
-            spec,
-            task,
-            call_id,
-            label=label,
-            copies=copies,
-            memory=memory,
-        )
-        return output
-
-    async def _child_result(
-        self,
-        kind: ChildKind,
-        agent: str,
-        assembler: RunAssembler,
-        spec: RunSpec,
-        task: str,
-        call_id: str,
-        *,
-        label: str,
-        copies: Sequence[Message] = (),
-        memory: str = "",
         pool: str | None = None,
         worker: str | None = None,
         caps: RunLimits | None = None,
         task_session_id: str | None = None,
-    ) -> tuple[ToolOutput, RunResult | None]:
+    ) -> ToolOutput:
         limits = self._children.limits
         if self._started >= limits.max_children_per_run:
             return ToolOutput(
@@ -432,14 +405,14 @@ class ParentLink:
                 f"it may (agents.max_children_per_run = {limits.max_children_per_run}); do the "
                 "rest yourself",
                 is_error=True,
-            ), None
+            )
         left = self._left()
         if left is None:
             return ToolOutput(
                 "not started: this run's budget is used up (runtime.max_tokens, max_cost_usd "
                 "or max_wall_ms)",
                 is_error=True,
-            ), None
+            )
         self._started += 1
         parent = self._rec.session
         async with self._children.slots(self._task_session_id or parent.id):
@@ -475,7 +448,7 @@ class ParentLink:
         worker: str | None,
         limits: RunLimits,
         task_session_id: str | None,
-    ) -> tuple[ToolOutput, RunResult | None]:
+    ) -> ToolOutput:
         ports = assembler.ports
         parent_rec = self._rec
         parent = parent_rec.session
@@ -544,16 +517,10 @@ class ParentLink:
         cancel_s = self._children.limits.cancel_timeout_s
         end = _ChildEnd(kind, agent, session.id, run_info.id, call_id, pool, worker)
         try:
-            done, _ = await asyncio.wait({task_run}, timeout=timeout_s)
+            timed_out = not await wait_bounded(task_run, timeout_s, cancel_s)
         except asyncio.CancelledError:  # the parent was cancelled: so is every child
-            task_run.cancel()
-            await asyncio.wait({task_run}, timeout=cancel_s)
             await self._ended(end, _result_of(task_run, session.id, run_info.id), None, spec)
             raise
-        timed_out = not done
-        if timed_out:
-            task_run.cancel()
-            await asyncio.wait({task_run}, timeout=cancel_s)
         result = _result_of(task_run, session.id, run_info.id)
         reason = result.reason
         if timed_out:
@@ -562,7 +529,7 @@ class ParentLink:
                 "was cancelled"
             )
         await self._ended(end, result, reason, spec)
-        return _output(label, session.id, result, reason, timed_out), result
+        return _output(label, session.id, result, reason, timed_out)
 
     async def _ended(
         self, end: _ChildEnd, result: RunResult, reason: str | None, spec: RunSpec
@@ -600,6 +567,22 @@ class ParentLink:
                 reason=reason or result.status,
                 session=end.session_id,
             )
+
+
+async def wait_bounded(task: asyncio.Task[RunResult], timeout_s: float, cancel_s: float) -> bool:
+    """Wait at most `timeout_s` for a child's run to end; True when it did. Past that, or
+    when the waiter itself is cancelled (which is re-raised), the run is cancelled and given
+    `cancel_s` to reach its terminal state."""
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait({task}, timeout=cancel_s)
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task}, timeout=cancel_s)
+    return bool(done)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
-from soong_agent.application.child_runs import ORCHESTRATOR_MARK, NamedApprover
+from soong_agent.application.child_runs import ORCHESTRATOR_MARK, NamedApprover, wait_bounded
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
@@ -668,15 +668,7 @@ class TeamService:
             name=f"soong-teammate-run-{run_info.id}",
         )
         assembled.run.attach(task)
-        try:
-            done, _ = await asyncio.wait({task}, timeout=self.limits.run_timeout_s)
-        except asyncio.CancelledError:
-            task.cancel()
-            await asyncio.wait({task}, timeout=self.limits.cancel_timeout_s)
-            raise
-        if not done:
-            task.cancel()
-            await asyncio.wait({task}, timeout=self.limits.cancel_timeout_s)
+        await wait_bounded(task, self.limits.run_timeout_s, self.limits.cancel_timeout_s)
         if not task.done() or task.cancelled():
             return None
         result = task.result()

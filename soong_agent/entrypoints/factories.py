@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
     from soong_agent.domain.memory import MemoryPolicy
+    from soong_agent.ports.agents import AgentDefinition
     from soong_agent.ports.approval import Approver
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.system import Clock
@@ -656,16 +657,38 @@ def root_spec(
     )
 
 
-def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpec]:
-    """The run spec of each agent definition (AGT-1, AGT-3): the root's tools within the
-    definition's ceiling (never one `tools.disabled` names), its prompt section, its
-    `max_turns`. Definitions come from the built-ins and `${SOONG_AGENT_HOME}/agents` only; an
-    unknown id is a UsageError listing the known ones. Built once per id."""
+def definition_spec(
+    loaded: LoadedConfig,
+    root: RunSpec,
+    definition: AgentDefinition,
+    keep: Callable[[str], bool] = lambda name: True,
+) -> RunSpec:
+    """The root's spec as agent definition `definition` shapes it (AGT-1): the root's tools
+    within its ceiling (never one `tools.disabled` names) that `keep` also keeps, its prompt
+    section, its `max_turns` and its content hash."""
     import dataclasses
 
-    from soong_agent.adapters.agents import HomeAgentSource
     from soong_agent.application.tools.base import ToolRegistry
-    from soong_agent.domain.agents import allowed_tools, unknown_agent_message
+    from soong_agent.domain.agents import allowed_tools
+
+    names = set(
+        allowed_tools(definition, [*root.tools.names(), "compact"], loaded.config.tools.disabled)
+    )
+    tools = ToolRegistry([t for t in root.tools.tools() if t.name in names and keep(t.name)])
+    settings = dataclasses.replace(root.settings, agent_hash=definition.content_hash)
+    if definition.max_turns is not None:
+        settings = dataclasses.replace(settings, max_turns=definition.max_turns)
+    return dataclasses.replace(
+        root, tools=tools, settings=settings, agent=definition.id, persona=definition.prompt
+    )
+
+
+def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpec]:
+    """The run spec of each agent definition (AGT-1, AGT-3), as `definition_spec` makes it.
+    Definitions come from the built-ins and `${SOONG_AGENT_HOME}/agents` only; an unknown id
+    is a UsageError listing the known ones. Built once per id."""
+    from soong_agent.adapters.agents import HomeAgentSource
+    from soong_agent.domain.agents import unknown_agent_message
 
     source = HomeAgentSource(loaded.home)
     built: dict[str, RunSpec] = {}
@@ -677,18 +700,8 @@ def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpe
         if definition is None:
             known = [d.id for d in source.definitions()]
             raise UsageError(f"--agent: {unknown_agent_message(agent_id, known)}")
-        names = allowed_tools(
-            definition, [*root.tools.names(), "compact"], loaded.config.tools.disabled
-        )
-        tools = ToolRegistry([t for t in root.tools.tools() if t.name in names])
-        settings = dataclasses.replace(root.settings, agent_hash=definition.content_hash)
-        if definition.max_turns is not None:
-            settings = dataclasses.replace(settings, max_turns=definition.max_turns)
-        spec = dataclasses.replace(
-            root, tools=tools, settings=settings, agent=definition.id, persona=definition.prompt
-        )
-        built[agent_id] = spec
-        return spec
+        built[agent_id] = definition_spec(loaded, root, definition)
+        return built[agent_id]
 
     return spec_for
 
@@ -712,9 +725,7 @@ def child_runs(
     from soong_agent.adapters.agents import HomeAgentSource
     from soong_agent.application.child_runs import ChildLimits, ChildRuns, Worker, WorkerPool
     from soong_agent.application.tools.agents import SPAWNING_TOOLS
-    from soong_agent.application.tools.base import ToolRegistry
     from soong_agent.domain.agents import (
-        allowed_tools,
         stricter_mode,
         tool_listed,
         unknown_agent_message,
@@ -734,16 +745,13 @@ def child_runs(
         definition = source.get(agent_id)
         if definition is None:
             raise UsageError(unknown_agent_message(agent_id, [d.id for d in source.definitions()]))
-        names = allowed_tools(definition, [*root.tools.names(), "compact"], config.tools.disabled)
-        keep = {
-            n
-            for n in names
-            if n not in SPAWNING_TOOLS and (allowed is None or tool_listed(n, allowed))
-        }
-        tools = ToolRegistry([t for t in root.tools.tools() if t.name in keep])
-        settings = root.settings
-        if definition.max_turns is not None:
-            settings = dataclasses.replace(settings, max_turns=definition.max_turns)
+        spec = definition_spec(
+            loaded,
+            root,
+            definition,
+            lambda n: n not in SPAWNING_TOOLS and (allowed is None or tool_listed(n, allowed)),
+        )
+        settings = spec.settings
         child = assembler
         policies = assembler.policies
         mode = stricter_mode(config.permissions.mode, definition.permission_mode)
@@ -772,10 +780,7 @@ def child_runs(
             child = assembler.derived(dataclasses.replace(assembler.ports, provider=provider))
         if policies is not assembler.policies:
             child = child.derived(policies=policies)
-        spec = dataclasses.replace(
-            root, tools=tools, settings=settings, agent=definition.id, persona=definition.prompt
-        )
-        built[key] = (child, spec)
+        built[key] = (child, dataclasses.replace(spec, settings=settings))
         return built[key]
 
     pools = [

@@ -19,9 +19,9 @@ def team_show(session_id: str, path: str | None) -> int:
     async def go() -> int:
         from soong_agent.adapters.mailbox import FileMailbox
         from soong_agent.application.teams import ROSTER_MARK, roster_from_mark
+        from soong_agent.entrypoints.cli.session_tree import Spend, session_spend
         from soong_agent.entrypoints.containers import CliContainer
         from soong_agent.entrypoints.sdk import load
-        from soong_agent.ports.events import RunFinished, UsageEvent
         from soong_agent.ports.mailbox import LEAD
 
         loaded = load(path, None)
@@ -39,26 +39,11 @@ def team_show(session_id: str, path: str | None) -> int:
                 out.write(f"session {session_id} has no team\n")
                 return EXIT_OK
             out.write(f"team of session {session_id} ({len(members)} teammates)\n")
-            total = 0.0
-            priced = True
+            total = Spend()
             for m in members:
-                cost: float | None = 0.0
-                for run in await store.list_runs(m.session_id):
-                    events = list(await store.run_events(run.id))
-                    ends = [e for e in events if isinstance(e, RunFinished)]
-                    spent = (
-                        [e.cost_usd for e in ends]
-                        if ends
-                        else [e.cost_usd for e in events if isinstance(e, UsageEvent)]
-                    )
-                    if any(c is None for c in spent):
-                        cost = None
-                    elif cost is not None:
-                        cost += sum(c for c in spent if c is not None)
-                if cost is None:
-                    priced = False
-                else:
-                    total += cost
+                runs = await store.list_runs(m.session_id)
+                spend = session_spend({r.id: await store.run_events(r.id) for r in runs})
+                total = total.merged(spend)
                 unread = len(mailbox.unread(session_id, m.name))
                 parts = [f"{m.name} ({m.role}): {m.status}"]
                 if m.step:
@@ -66,7 +51,7 @@ def team_show(session_id: str, path: str | None) -> int:
                 if unread:
                     parts.append(f"{unread} unread mail")
                 parts.append(f"{m.runs} run{'s' if m.runs != 1 else ''}")
-                parts.append(f"${cost:.4f}" if cost is not None else "cost unknown")
+                parts.append(spend.cost_text())
                 parts.append(f"session {m.session_id}")
                 if m.worktree:
                     parts.append(f"worktree {m.worktree}")
@@ -74,8 +59,7 @@ def team_show(session_id: str, path: str | None) -> int:
             lead_unread = len(mailbox.unread(session_id, LEAD))
             if lead_unread:
                 out.write(f"lead: {lead_unread} unread mail\n")
-            money = f"${total:.4f}" if priced else f"${total:.4f} + unpriced usage"
-            out.write(f"team cost: {money}\n")
+            out.write(f"team cost: {total.cost_text()}\n")
             return EXIT_OK
         finally:
             closables = container.adapters.closables()
