@@ -344,10 +344,6 @@ class TeamService:
         if to != LEAD and team.members[to].status == "stopped":
             return ToolOutput(f"send_message: teammate {to} has stopped", is_error=True)
         payload = dict(data)
-        if kind == "handoff":
-            moved = await self._hand_off(team, sender, to, payload)
-            if isinstance(moved, ToolOutput):
-                return moved
         mail = Mail.model_construct(
             seq=0,
             id=self._ids.new_id("mail"),
@@ -359,8 +355,12 @@ class TeamService:
             data=payload,
         )
         problem = mail_problem(mail)
-        if problem is not None:
+        if problem is not None:  # refused before anything moves
             return ToolOutput(f"send_message: mail refused: {problem}", is_error=True)
+        if kind == "handoff":  # the step and artifacts move; the copies' ids go in `payload`
+            moved = await self._hand_off(team, sender, to, payload)
+            if isinstance(moved, ToolOutput):
+                return moved
         try:
             sent = await asyncio.to_thread(self._mailbox.send, team.id, mail)
         except MailRefused as exc:
