@@ -208,8 +208,9 @@ def main() -> None:
     floor = statistics.median(floors)
     print(
         f"loop: {turns} turns x 1 trivial tool through the SDK, CPU time of the whole process "
-        f"({args.runs} runs; mean per turn, median of the runs; ~{events // turns} events and "
-        f"{messages // turns} messages written per turn)"
+        f"({args.runs} runs; mean per turn, median of the runs; each ratio is to the floor "
+        f"measured next to the run; ~{events // turns} events and {messages // turns} messages "
+        "written per turn)"
     )
     print(
         f"  floor: plain Python + one raw sqlite3 insert per row: {floor * 1e6:7.1f} µs CPU / turn"
@@ -218,10 +219,13 @@ def main() -> None:
     print(f"  (stricter: the same rows batched, one transaction a turn: {batched * 1e6:6.1f} µs)")
     for kind, label in (("sqlite", "SQLite store"), ("memory", "in-memory store")):
         cost = statistics.median(results[kind])
-        verdict = "ok" if cost <= 250e-6 and cost <= 2 * floor else "OVER"
+        # each run is set against the floor measured right after it: on a shared machine the
+        # speed drifts from minute to minute, and a ratio of neighbours drifts least
+        ratio = statistics.median(c / f for c, f in zip(results[kind], floors, strict=True))
+        verdict = "ok" if cost <= 250e-6 and ratio <= 2 else "OVER"
         print(
             f"  soong-agent, {label:<16}                     : {cost * 1e6:7.1f} µs CPU / turn   "
-            f"{cost / floor:4.2f}x floor   growth {statistics.median(growth[kind]):+5.2f} µs "
+            f"{ratio:4.2f}x floor   growth {statistics.median(growth[kind]):+5.2f} µs "
             f"per prior turn   (target ≤ 250 µs and ≤ 2x floor, growth ≤ 1: {verdict})"
         )
         if kind == "sqlite":

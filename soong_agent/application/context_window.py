@@ -90,6 +90,7 @@ class ContextWindow:
     ) -> None:
         self._base = budget
         self.budget = budget  # `_base` fitted to the system prompt's measured size
+        self._fitted_budget: tuple[int, ContextBudget] | None = None  # see `_fitted`
         self._counter = counter
         self._compact = compact
         self._summarizer = summarizer
@@ -135,20 +136,24 @@ class ContextWindow:
         ):
             self.reset(history)
             return
+        known = self._o200k
+        loaded = self._loaded()
         for message in history[len(self._ids) :]:
-            self._ids.append(message.id)
-            if message.id in self._o200k:
-                self._known += self._o200k[message.id]
+            mid = message.id
+            self._ids.append(mid)
+            tokens = known.get(mid)
+            if tokens is not None:
+                self._known += tokens
                 continue
             text = message_text(message)
-            if self._loaded():
-                tokens = self._count(text) + MESSAGE_OVERHEAD
-                self._o200k[message.id] = tokens
-                self._text_len[message.id] = len(text)
+            if loaded:
+                tokens = known[mid] = self._count(text) + MESSAGE_OVERHEAD
+                self._text_len[mid] = len(text)
                 self._known += tokens
-            else:
-                size = len(text.encode("utf-8")) + MESSAGE_OVERHEAD
-                self._size[message.id] = size
+            else:  # its UTF-8 size (an ASCII text's is its length: nothing to encode)
+                size = len(text) if text.isascii() else len(text.encode("utf-8"))
+                size += MESSAGE_OVERHEAD
+                self._size[mid] = size
                 self._unknown_bytes += size
                 self._unknown.append(message)
 
@@ -203,7 +208,7 @@ class ContextWindow:
             self._system_o200k = self._count(self._system_text)
         system = self.system_tokens()
         try:
-            self.budget = self._base.with_system(system)
+            self.budget = self._fitted(system)
         except ValueError as exc:
             raise ConfigError(f"context budget of the model: {exc}") from exc
         return Measure(
@@ -212,12 +217,20 @@ class ContextWindow:
             exact=not self._unknown,
         )
 
+    def _fitted(self, system: int) -> ContextBudget:
+        """`_base` fitted to a system part of `system` tokens (ValueError: no room left); the
+        last one is kept, as the system part keeps its size for most turns."""
+        fitted = self._fitted_budget
+        if fitted is None or fitted[0] != system:
+            fitted = self._fitted_budget = (system, self._base.with_system(system))
+        return fitted[1]
+
     def _could_matter(self) -> bool:
         """Whether the upper bounds come near the trigger (or leave no room at all); past
         `WARM_UP_AT` of it the tokenizer starts loading in the background."""
         bound = self._estimate(self._known + self._unknown_bytes)
         try:
-            budget = self._base.with_system(self.system_tokens())
+            budget = self._fitted(self.system_tokens())
         except ValueError:
             return True
         if bound > budget.compact_trigger * WARM_UP_AT:
@@ -233,6 +246,8 @@ class ContextWindow:
 
     def o200k_of(self, history: Sequence[Message]) -> int | None:
         """The exact o200k count of a request's messages and system part, when known."""
+        if self._system_o200k is None:  # not counted exactly (the tokenizer was not needed)
+            return None
         self._sync(history)
         if self._unknown or self._system_o200k is None:
             return None

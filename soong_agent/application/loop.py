@@ -312,6 +312,9 @@ class AgentLoop:
         return self._usage, cost_usd(self._usage, self._settings.price)
 
     def _budget_spent(self, rec: RunRecorder, *, out_of_time: bool = False) -> str | None:
+        limits = self._steering.limits
+        if limits.max_cost_usd is None and limits.max_tokens is None and limits.max_wall_ms is None:
+            return None  # no budget to use up (the usual run): nothing to add up each turn
         usage, cost = self._own_spent()
         children = self._ctx.children
         if children is not None:  # what the run's children used counts too (AGT-2)

@@ -54,7 +54,10 @@ def target_of(
 ) -> tuple[permissions.TargetKind | None, str | None]:
     """What a call acts on, for path / command / URL rules: the argument the tool declares
     (`Tool.target_field`), else one named `command`, `url` or `path`."""
-    values = dict(iter(args))  # (field, value) pairs, extras included; no `keys` probe
+    values = args.__dict__  # the fields' values (read only here), then extras if any
+    extra = args.__pydantic_extra__
+    if extra:
+        values = {**values, **extra}
     if tool is not None and tool.target_field is not None and tool.target_kind is not None:
         declared = values.get(tool.target_field)
         if not isinstance(declared, str):
@@ -69,6 +72,10 @@ def target_of(
     if isinstance(path, str):
         return "path", fs.display_path(path)
     return None, None
+
+
+_NO_REVIEW = CommandReview()
+"""What a call that runs no command line gets (frozen: shared)."""
 
 
 class PermissionGate:
@@ -88,6 +95,7 @@ class PermissionGate:
         self._plan_mode = plan_mode
         self._approver = approver
         self._policy = policy
+        self._rules = permissions.rules_for(policy)  # parsed once per gate, not per call
         self._grants = grants
         self._analyzer = analyzer
 
@@ -126,7 +134,7 @@ class PermissionGate:
         ctx: ToolContext,
         rec: RunRecorder,
     ) -> tuple[Decision, str]:
-        review = CommandReview()
+        review = _NO_REVIEW
         if request.shell is not None:
             review = review_command(
                 request.shell,
@@ -140,6 +148,7 @@ class PermissionGate:
         verdict = permissions.decide(
             request,
             policy=self._policy,
+            rules=self._rules,
             grants=self._grants,
             project_root=ctx.fs.root,
             home=ctx.fs.home,
@@ -244,7 +253,7 @@ class PermissionGate:
         writes = tool.permission_class in WRITING_CLASSES
         if request.target_kind == "path" and target is not None and writes:
             reasons += self._protected_target(target, ctx)
-        return list(dict.fromkeys(reasons))
+        return list(dict.fromkeys(reasons)) if reasons else reasons
 
     def _protected_target(self, target: str, ctx: ToolContext) -> list[str]:
         """The reason a write tool's target is protected, if it is (and may be written)."""

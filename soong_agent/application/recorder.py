@@ -135,6 +135,8 @@ class RunRecorder:
         redactor: SecretRedactor | None = None,
     ) -> None:
         self._run = run
+        self._emit = run.emit
+        self._now = clock.now
         self._store = store
         self._clock = clock
         self._ids = ids
@@ -196,14 +198,14 @@ class RunRecorder:
     def _publish(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
         """Sequence and validate the event (`fields` is the caller's own dict: completed in
         place and validated as is, which costs half of `cls(**fields)`), queue and publish it."""
-        self._seq += 1
-        fields["seq"] = self._seq
+        seq = self._seq = self._seq + 1
+        fields["seq"] = seq
         fields["run_id"] = self.run_info.id
         fields["session_id"] = self.session.id
-        fields["at"] = self._clock.now()
+        fields["at"] = self._now()
         event: RunEvent = cls.__pydantic_validator__.validate_python(fields)
         self._events.append(event)
-        self._run.emit(event)
+        self._emit(event)
         return event
 
     def _flush_streams(self) -> None:
@@ -219,10 +221,16 @@ class RunRecorder:
         """Append a message to the active path, giving it an id (when it has none) and its
         parent. The message itself is recorded, not a copy: the caller hands over a message
         it built for this, and must not change it afterwards."""
-        if not message.id:
-            message.id = self._ids.new_id("msg")
-        message.parent_id = self.leaf_id
-        self.history.append(message)
+        # set as pydantic's own assignment would (a Message validates no assignment), without
+        # its per-attribute dispatch: two of these a turn
+        values, assigned = message.__dict__, message.__pydantic_fields_set__
+        if not values["id"]:
+            values["id"] = self._ids.new_id("msg")
+            assigned.add("id")
+        history = self.history
+        values["parent_id"] = history[-1].id if history else None
+        assigned.add("parent_id")
+        history.append(message)
         self._messages.append(message)
         return message
 
@@ -255,9 +263,17 @@ class RunRecorder:
         await self._writer.submit(self._take_batch())
 
     def _take_batch(self) -> TurnCommit:
-        now = self._clock.now()
-        self.session = dataclasses.replace(
-            self.session, active_leaf_id=self.leaf_id, updated_at=now
+        now = self._now()
+        s = self.session  # written out: dataclasses.replace costs as much again, every turn
+        self.session = SessionInfo(
+            id=s.id,
+            project_dir=s.project_dir,
+            created_at=s.created_at,
+            updated_at=now,
+            title=s.title,
+            agent=s.agent,
+            active_leaf_id=self.leaf_id,
+            parent_session_id=s.parent_session_id,
         )
         session, run, messages = self.session, self.run_info, self._messages
         if self._redactor is not None:
@@ -302,13 +318,22 @@ class RunRecorder:
         return message.model_copy(update={"content": blocks})
 
     def _scrub_block(self, block: BaseModel) -> BaseModel:
-        update: dict[str, Any] = {}
+        update: dict[str, Any] | None = None
         names = _TEXT_FIELDS.get(type(block))
+        values = block.__dict__
+        memo = self._memo
         for key in names if names is not None else _texts_of(type(block)):
-            value = getattr(block, key)
+            value = values[key]
             if value:
-                clean = self._scrub(value)
+                if type(value) is str:  # most were scrubbed already, as an event's field
+                    clean = memo.get(value)
+                    if clean is None:
+                        clean = self._scrub(value)
+                else:
+                    clean = self._scrub(value)
                 if clean is not value:
+                    if update is None:
+                        update = {}
                     update[key] = clean
         return block.model_copy(update=update) if update else block
 

@@ -73,6 +73,7 @@ class Run:
         self._events: list[RunEvent] = []
         self._first = 0  # the sequence index of self._events[0]
         self._keep = replay_events
+        self._trim_at = 2 * replay_events
         self._readers: dict[int, int] = {}  # reader id -> next index it will read
         self._waiters: list[asyncio.Future[None]] = []
         self._task: asyncio.Task[RunResult] | None = None
@@ -81,10 +82,12 @@ class Run:
 
     # --- the event sink side (the loop) ---------------------------------------------------
     def emit(self, event: RunEvent) -> None:
-        self._events.append(event)
-        if len(self._events) >= 2 * self._keep:
+        events = self._events
+        events.append(event)
+        if len(events) >= self._trim_at:
             self._trim()
-        self._wake()
+        if self._waiters:
+            self._wake()
 
     def _trim(self) -> None:
         end = self._first + len(self._events) - self._keep

@@ -78,7 +78,7 @@ def message_text(message: Message) -> str:
     """Everything of a message that costs tokens, as one string (for counting)."""
     parts: list[str] = [message.role]
     for block in message.content:
-        if isinstance(block, TextBlock | ThinkingBlock):
+        if isinstance(block, (TextBlock, ThinkingBlock)):  # a tuple: faster than a union
             parts.append(block.text)
         elif isinstance(block, ToolCallBlock):
             parts.append(block.name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, assert_never
 
 from pydantic import BaseModel, ValidationError
@@ -258,7 +258,7 @@ class ToolPipeline:
                     return denied, False
                 case "allow_once" | "allow_for_session":
                     ran = True
-                    return await tool.handler(args, replace(ctx, call_id=call.id)), True
+                    return await tool.handler(args, _for_call(ctx, call.id)), True
                 case _:
                     assert_never(decision)
         except SoongAgentError as exc:
@@ -271,3 +271,17 @@ class ToolPipeline:
             message = f"tool {tool.name} failed: {type(exc).__name__}: {exc}"
             rec.event(ErrorEvent, kind="tool_crash", message=message, fatal=False)
             return ToolOutput(message, is_error=True), ran
+
+
+def _for_call(ctx: ToolContext, call_id: str) -> ToolContext:
+    """`ctx` for one call: written out, as `dataclasses.replace` costs as much again per call."""
+    return ToolContext(
+        fs=ctx.fs,
+        session_id=ctx.session_id,
+        run_id=ctx.run_id,
+        call_id=call_id,
+        children=ctx.children,
+        task_session_id=ctx.task_session_id,
+        actor=ctx.actor,
+        team=ctx.team,
+    )

@@ -50,6 +50,8 @@ class Turn:
         repeat is dropped, a different call sharing an id gets a fresh id, so each call runs
         once and the next request stays valid for every provider. Returns what was changed,
         one line each."""
+        if len(self.calls) < 2:
+            return []  # the usual turn: nothing to compare
         seen: dict[str, ToolCallBlock] = {}
         taken = {call.id for call in self.calls}
         kept: list[ToolCallBlock] = []

@@ -436,6 +436,33 @@ async def test_duplicate_event_seq_is_refused(store: SessionStore) -> None:
     assert list(await store.run_events("r1")) == events
 
 
+async def test_a_run_committed_unchanged_each_turn_then_finished_reads_back_finished(
+    store: SessionStore,
+) -> None:
+    running = run(model="m")
+    for turn in range(3):  # the turns between a run's start and end leave its row as it was
+        await store.commit(TurnCommit(session=session(at=T0 + turn), run=running, at=T0 + turn))
+    assert await store.list_runs("s1") == [running]
+    done = run(model="m", status="completed", finished_at=T0 + 9, reason="all done")
+    await store.commit(TurnCommit(session=session(at=T0 + 9), run=done, at=T0 + 9))
+    assert await store.list_runs("s1") == [done]
+
+
+async def test_a_refused_batch_does_not_count_its_run_as_written(store: SessionStore) -> None:
+    await write_chain(store, "s1", ["u1"])
+    fresh = run("r2")
+    refused = TurnCommit(
+        session=session(leaf="u1"), run=fresh, messages=[user_text("again", id="u1")]
+    )
+    with pytest.raises(UsageError):
+        await store.commit(refused)
+    assert [r.id for r in await store.list_runs("s1")] == ["run-s1"]
+    event = TextDeltaEvent(seq=1, run_id="r2", session_id="s1", at=T0, text="t")
+    await store.commit(TurnCommit(session=session(leaf="u1"), run=fresh, events=[event]))
+    assert [r.id for r in await store.list_runs("s1")] == ["run-s1", "r2"]
+    assert list(await store.run_events("r2")) == [event]
+
+
 async def test_run_of_unknown_session_is_refused(store: SessionStore) -> None:
     with pytest.raises(UsageError):
         await store.commit(TurnCommit(session=session("s1"), run=run("r1", "ghost")))

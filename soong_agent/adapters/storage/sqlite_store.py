@@ -82,6 +82,7 @@ class _Database:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: sqlite3.Connection | None = None
+        self._written_run: RunInfo | None = None  # as last committed (only the writer writes)
 
     # --- connection ------------------------------------------------------------------------
 
@@ -136,14 +137,16 @@ class _Database:
         conn = self.connection()
         updated_at = max(session.updated_at, at)
         session_row = sql.session_row(session, updated_at)
-        run_row = sql.run_row(run)
+        # a run's row changes at its start and its end only: the turns between leave it be
+        run_row = None if run == self._written_run else sql.run_row(run)
         message_rows = sql.message_params(session.id, messages, at or updated_at)
         event_rows = sql.event_params(events)
 
         def work(c: sqlite3.Connection) -> None:
             cursor = c.cursor()
             cursor.execute(sql.UPSERT_SESSION, session_row)
-            cursor.execute(sql.UPSERT_RUN, run_row)
+            if run_row is not None:
+                cursor.execute(sql.UPSERT_RUN, run_row)
             if message_rows:
                 cursor.executemany(sql.INSERT_MESSAGE_BY_POSITION, message_rows)
             if event_rows:
@@ -153,6 +156,7 @@ class _Database:
             transactions.write(conn, work)
         except sqlite3.IntegrityError as exc:
             raise UsageError(f"cannot commit the turn to {self.path}: {exc}") from exc
+        self._written_run = run
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -248,6 +252,34 @@ class _Database:
         return written
 
 
+def _settle(
+    loop: asyncio.AbstractEventLoop,
+    done: asyncio.Future[_T],
+    call: Callable[..., _T],
+    *args: Any,
+) -> None:
+    """Run `call` on the worker thread and hand its result or exception to `done` on `loop`
+    (nothing when the loop has closed meanwhile: nobody waits any more)."""
+    try:
+        result = call(*args)
+    except BaseException as exc:  # handed to the awaiting coroutine, raised there
+        with contextlib.suppress(RuntimeError):  # the loop is closed
+            loop.call_soon_threadsafe(_fail, done, exc)
+        return
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_succeed, done, result)
+
+
+def _succeed(done: asyncio.Future[_T], result: _T) -> None:
+    if not done.done():  # the caller may have been cancelled meanwhile
+        done.set_result(result)
+
+
+def _fail(done: asyncio.Future[Any], exc: BaseException) -> None:
+    if not done.done():
+        done.set_exception(exc)
+
+
 class SqliteSessionStore:
     """A `SessionStore` in one SQLite file; several stores and processes may share the file.
 
@@ -288,7 +320,11 @@ class SqliteSessionStore:
         if self._closed:
             raise UsageError(f"the session store {self._db.path} is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._db.call, fn, *args)
+        done: asyncio.Future[_T] = loop.create_future()
+        # one asyncio future settled from the worker, not run_in_executor's pair of futures
+        # chained by callbacks: a commit a turn goes through here
+        self._executor.submit(_settle, loop, done, self._db.call, fn, *args)
+        return await done
 
     async def commit(self, batch: TurnCommit) -> None:
         """Write one turn's messages, events, and session/run state atomically."""

@@ -67,11 +67,11 @@ class FunctionTool:
         )
 
     def _describe(self, args: Any, ctx: ToolContext) -> tuple[str, str]:
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in _values(args, self.args_model).items())
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in _values(args).items())
         return "*", f"call {self.name}({shown})"
 
     async def _handle(self, args: Any, ctx: ToolContext) -> ToolOutput:
-        kwargs = _values(args, self.args_model)
+        kwargs = _values(args)
         if self.target is not None and self.target_kind == "path":
             path = kwargs.get(self.target)
             if isinstance(path, str):  # the sandbox checks a declared path like a file tool's
@@ -238,8 +238,11 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary), docs
 
 
-def _values(args: Any, model: type[BaseModel]) -> dict[str, Any]:
-    return {field: getattr(args, field) for field in model.model_fields}
+def _values(args: Any) -> dict[str, Any]:
+    """The validated arguments by name (a copy: the caller may add to it). `args` is an
+    instance of the tool's arguments model (`ToolArgs`: no extras), whose fields are exactly
+    the keys of its `__dict__`."""
+    return dict(args.__dict__)
 
 
 def _short(value: Any) -> str:

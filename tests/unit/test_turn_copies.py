@@ -1,0 +1,73 @@
+"""The per-turn copies the loop writes out by hand (instead of `dataclasses.replace`, which costs
+as much again on every turn) keep every field: a field added later cannot be dropped silently."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.run_handle import Run
+from soong_agent.application.tool_pipeline import _for_call
+from soong_agent.application.tools.base import ToolContext
+from soong_agent.ports.messages import Message, TextBlock, user_text
+from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.testing import FixedClock, InMemoryFileSystem, InMemorySessionStore, SequentialIds
+
+
+class _Children:
+    """Stands in for a child launcher and a team seat (only their identity is compared)."""
+
+
+def test_a_tool_call_sees_every_field_of_the_run_context_with_its_own_call_id() -> None:
+    ctx = ToolContext(
+        fs=InMemoryFileSystem(),
+        session_id="ses_1",
+        run_id="run_1",
+        call_id="before",
+        children=_Children(),  # type: ignore[arg-type]
+        task_session_id="ses_0",
+        actor="reviewer",
+        team=_Children(),  # type: ignore[arg-type]
+    )
+    for field in dataclasses.fields(ToolContext):  # every field differs from its default
+        assert getattr(ctx, field.name) != field.default, field.name
+
+    copy = _for_call(ctx, "call_7")
+
+    assert copy == dataclasses.replace(ctx, call_id="call_7")
+
+
+async def test_each_commit_keeps_the_session_header_and_moves_its_leaf() -> None:
+    store = InMemorySessionStore()
+    clock = FixedClock(start=1000.0)
+    session = SessionInfo(
+        id="ses_1",
+        project_dir="/work/p",
+        created_at=10.0,
+        updated_at=20.0,
+        title="fix the tests",
+        agent="reviewer",
+        active_leaf_id="msg_earlier",
+        parent_session_id="ses_0",
+    )
+    for field in dataclasses.fields(SessionInfo):
+        assert getattr(session, field.name) != field.default, field.name
+    rec = RunRecorder(
+        run=Run(session_id="ses_1", run_id="run_1", cancel_timeout_s=1.0),
+        store=store,
+        clock=clock,
+        ids=SequentialIds(),
+        session=session,
+        run_info=RunInfo(id="run_1", session_id="ses_1", started_at=10.0),
+        history=[Message(id="msg_earlier", role="user", content=[TextBlock(text="before")])],
+    )
+    first = rec.add_message(user_text("hello"))
+    await rec.commit()
+    clock.advance(5.0)
+    second = rec.add_message(Message(role="assistant", content=[TextBlock(text="hi")]))
+    await rec.commit()
+
+    stored = await store.get_session("ses_1")
+    assert stored == dataclasses.replace(session, updated_at=1005.0, active_leaf_id=second.id)
+    assert (first.parent_id, second.parent_id) == ("msg_earlier", first.id)
+    assert {"id", "parent_id"} <= second.model_fields_set  # as if assigned the usual way
