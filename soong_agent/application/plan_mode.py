@@ -99,16 +99,21 @@ class PlanModes:
     plan-mode tools)."""
 
     def __init__(self) -> None:
-        self._modes: dict[str, bool] = {}
+        self._active: set[str] = set()
+        """The sessions in plan mode: only those are kept, so a runtime serving many sessions
+        holds nothing for the others (one leaving plan mode leaves it, in its transcript)."""
 
     def active(self, session_id: str) -> bool:
         """Whether calls of this session's runs are held to plan mode."""
-        return self._modes.get(session_id, False)
+        return session_id in self._active
 
     def set(self, session_id: str, active: bool) -> bool:
         """Switch the session's mode; whether it changed."""
         changed = self.active(session_id) != active
-        self._modes[session_id] = active
+        if active:
+            self._active.add(session_id)
+        else:
+            self._active.discard(session_id)
         return changed
 
     def begin_run(
@@ -119,14 +124,14 @@ class PlanModes:
 
         `plan_mode`: the run was asked to start in plan mode (`run --plan`); else a resumed
         session keeps the mode this runtime knows for it, or the one `earlier` (the session's
-        stored messages) shows.
+        stored messages) shows (a session that left plan mode did so with an approved
+        `exit_plan_mode`, which its messages show).
         """
         if plan_mode:
             self.set(session_id, True)
             return {"active": True, "source": "run_start", "reason": "the run started in plan mode"}
-        known = self._modes.get(session_id)
-        restored = known if known is not None else plan_mode_in(earlier)
-        self.set(session_id, bool(restored))
+        restored = self.active(session_id) or plan_mode_in(earlier)
+        self.set(session_id, restored)
         if restored:
             return {
                 "active": True,
