@@ -19,7 +19,7 @@ from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalysis, ShellAnalyzer
 from soong_agent.ports.skills import SkillSource
 from soong_agent.ports.system import SecretSource, TokenCounter
-from soong_agent.ports.web import WebFetcher
+from soong_agent.ports.web import FetchResult, WebFetcher
 
 if TYPE_CHECKING:
     import httpx
@@ -1028,15 +1028,38 @@ def command_runner(sandboxing: CommandSandboxing) -> ProcessRunner:
 
 
 def web_fetcher(loaded: LoadedConfig) -> WebFetcher:
-    _import_httpx()
-    from soong_agent.adapters.web.fetcher import HttpxWebFetcher
-
+    """The httpx fetcher under `tools.network`. Without allowed hosts or domains (nothing in
+    them can be wrong) it is built at the first fetch (`LazyWebFetcher`); with some, at once,
+    so that a malformed entry is a ConfigError when the run starts."""
     network = loaded.config.tools.network
-    return HttpxWebFetcher(
-        allowed_hosts=network.allowed_hosts,
-        allowed_domains=network.allowed_domains,
-        policy=loaded.config.permissions.network_policy,
-    )
+
+    def build() -> WebFetcher:
+        _import_httpx()
+        from soong_agent.adapters.web.fetcher import HttpxWebFetcher
+
+        return HttpxWebFetcher(
+            allowed_hosts=network.allowed_hosts,
+            allowed_domains=network.allowed_domains,
+            policy=loaded.config.permissions.network_policy,
+        )
+
+    if network.allowed_hosts or network.allowed_domains:
+        return build()
+    return LazyWebFetcher(build)
+
+
+class LazyWebFetcher:
+    """A web fetcher built at the first fetch: the httpx fetcher's module (its address
+    checks, the HTML reduction) is not imported by runs that never fetch."""
+
+    def __init__(self, build: Callable[[], WebFetcher]) -> None:
+        self._build = build
+        self._inner: WebFetcher | None = None
+
+    async def fetch(self, url: str, *, max_bytes: int, timeout_s: float) -> FetchResult:
+        if self._inner is None:
+            self._inner = self._build()
+        return await self._inner.fetch(url, max_bytes=max_bytes, timeout_s=timeout_s)
 
 
 def artifact_store(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -50,6 +51,29 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+# The default factories below are plain functions: pydantic reads each factory's signature
+# when it builds a model, and for `list`, `dict` or a model class that costs ~0.5–1 ms apiece
+# (a builtin's signature is parsed from text with the tokenizer; a model's is generated).
+_SectionT = TypeVar("_SectionT", bound=Section)
+
+
+def _no_items() -> list[Any]:
+    return []
+
+
+def _no_entries() -> dict[str, Any]:
+    return {}
+
+
+def _defaults(section: type[_SectionT]) -> Callable[[], _SectionT]:
+    """A default factory: `section` with every key at its default."""
+
+    def make() -> _SectionT:
+        return section()
+
+    return make
+
+
 class RetryConfig(Section):
     """How failed model calls are retried: before the first byte arrives, and (at most
     `stream_max_retries` times) when an answer is cut off part-way."""
@@ -81,7 +105,7 @@ class ModelConfig(Section):
     max_output_tokens: int = Field(default=8_192, gt=0)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     timeout_ms: int = Field(default=600_000, gt=0)
-    retry: RetryConfig = Field(default_factory=RetryConfig)
+    retry: RetryConfig = Field(default_factory=_defaults(RetryConfig))
     thinking_budget_tokens: int | None = Field(default=None, ge=1024)
     price: PriceConfig | None = None
 
@@ -144,7 +168,7 @@ class RuntimeConfig(Section):
     """Stop a run once it has used this many tokens (input + output, cache included)."""
     max_wall_ms: int | None = Field(default=None, gt=0)
     """Stop a run after this long."""
-    stuck: StuckConfig = Field(default_factory=StuckConfig)
+    stuck: StuckConfig = Field(default_factory=_defaults(StuckConfig))
 
 
 class ContextConfig(Section):
@@ -207,7 +231,7 @@ class WorkerPoolConfig(Section):
     """A pool of explicitly listed workers."""
 
     pool_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    workers: list[WorkerConfig] = Field(default_factory=list)
+    workers: list[WorkerConfig] = Field(default_factory=_no_items)
     max_tokens: int | None = Field(default=None, gt=0)
     """Tokens the pool's workers may use together for one orchestrator session."""
     max_cost_usd: float | None = Field(default=None, gt=0)
@@ -232,7 +256,7 @@ class AgentsConfig(Section):
     max_children_per_run: int = Field(default=8, ge=0)
     default_sub_agent_definition: str = "default_sub_agent"
     default_fork_agent_definition: str = "default_fork_agent"
-    worker_pools: list[WorkerPoolConfig] = Field(default_factory=list)
+    worker_pools: list[WorkerPoolConfig] = Field(default_factory=_no_items)
     max_concurrent_children_per_session: int = Field(default=4, ge=1)
     default_child_timeout_ms: int = Field(default=600_000, gt=0)
     child_cancel_timeout_ms: int = Field(default=30_000, ge=0)
@@ -286,8 +310,8 @@ class PermissionsConfig(Section):
     allow_for_session_enabled: bool = True
     network_policy: Literal["allowlist", "deny"] = "allowlist"
     mode: PermissionMode = "default"
-    allow: list[PermissionRule] = Field(default_factory=list)
-    deny: list[PermissionRule] = Field(default_factory=list)
+    allow: list[PermissionRule] = Field(default_factory=_no_items)
+    deny: list[PermissionRule] = Field(default_factory=_no_items)
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
 
 
@@ -306,17 +330,17 @@ class HooksConfig(Section):
 class NetworkConfig(Section):
     """Where network tools may connect."""
 
-    allowed_hosts: list[str] = Field(default_factory=list)
-    allowed_domains: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = Field(default_factory=_no_items)
+    allowed_domains: list[str] = Field(default_factory=_no_items)
 
 
 class McpToolsConfig(Section):
     """Which MCP servers and tools are used, and how long they may take."""
 
-    disabled_servers: list[str] = Field(default_factory=list)
-    disabled_tools: list[str] = Field(default_factory=list)
+    disabled_servers: list[str] = Field(default_factory=_no_items)
+    disabled_tools: list[str] = Field(default_factory=_no_items)
     """Full tool names (`mcp__git__git_push`); `*` matches any run of characters."""
-    tool_overrides: dict[str, McpToolOverride] = Field(default_factory=dict)
+    tool_overrides: dict[str, McpToolOverride] = Field(default_factory=_no_entries)
     discovery_cache_ttl_ms: int = Field(default=300_000, ge=0)
     startup_timeout_ms: int = Field(default=10_000, gt=0)
     """How long the first model request waits for servers still starting."""
@@ -365,8 +389,8 @@ class ToolsConfig(Section):
     """Tool limits and the sandbox."""
 
     declarative_enabled: bool = True
-    disabled: list[str] = Field(default_factory=list)
-    overrides: dict[str, ToolOverride] = Field(default_factory=dict)
+    disabled: list[str] = Field(default_factory=_no_items)
+    overrides: dict[str, ToolOverride] = Field(default_factory=_no_entries)
     allowed_write_roots: list[str] = Field(default_factory=lambda: ["<project>"])
     allow_tmp_write: bool = False
     default_timeout_ms: int = Field(default=120_000, gt=0)
@@ -376,9 +400,9 @@ class ToolsConfig(Section):
     stderr_limit_bytes: int = Field(default=100_000, gt=0)
     max_result_chars: int = Field(default=30_000, gt=0)
     fetch_max_bytes: int = Field(default=2_000_000, gt=0)
-    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    network: NetworkConfig = Field(default_factory=_defaults(NetworkConfig))
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
-    mcp: McpToolsConfig = Field(default_factory=McpToolsConfig)
+    mcp: McpToolsConfig = Field(default_factory=_defaults(McpToolsConfig))
     defer_threshold: int = Field(default=15, ge=0)
     """Past this many tools in all, MCP tools are offered by name only, behind `tool_search`."""
 
@@ -396,16 +420,16 @@ class SandboxConfig(Section):
 class SoongConfig(Section):
     """The whole `config.toml`."""
 
-    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    model_overrides: dict[str, ModelOverride] = Field(default_factory=dict)
-    context: ContextConfig = Field(default_factory=ContextConfig)
-    compact: CompactConfig = Field(default_factory=CompactConfig)
-    memory: MemoryConfig = Field(default_factory=MemoryConfig)
-    agents: AgentsConfig = Field(default_factory=AgentsConfig)
-    plan: PlanConfig = Field(default_factory=PlanConfig)
-    task: TaskConfig = Field(default_factory=TaskConfig)
-    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
-    hooks: HooksConfig = Field(default_factory=HooksConfig)
-    tools: ToolsConfig = Field(default_factory=ToolsConfig)
-    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    runtime: RuntimeConfig = Field(default_factory=_defaults(RuntimeConfig))
+    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
+    model_overrides: dict[str, ModelOverride] = Field(default_factory=_no_entries)
+    context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
+    compact: CompactConfig = Field(default_factory=_defaults(CompactConfig))
+    memory: MemoryConfig = Field(default_factory=_defaults(MemoryConfig))
+    agents: AgentsConfig = Field(default_factory=_defaults(AgentsConfig))
+    plan: PlanConfig = Field(default_factory=_defaults(PlanConfig))
+    task: TaskConfig = Field(default_factory=_defaults(TaskConfig))
+    permissions: PermissionsConfig = Field(default_factory=_defaults(PermissionsConfig))
+    hooks: HooksConfig = Field(default_factory=_defaults(HooksConfig))
+    tools: ToolsConfig = Field(default_factory=_defaults(ToolsConfig))
+    sandbox: SandboxConfig = Field(default_factory=_defaults(SandboxConfig))

@@ -418,7 +418,9 @@ def skills_list(path: PathOption = None) -> None:
 def main() -> None:
     """Console-script entry point: runs the command, then exits without interpreter teardown."""
     from soong_agent.entrypoints.cli.common import exit_now
+    from soong_agent.entrypoints.cli.pydantic_plugins import skip_empty_plugin_search
 
+    skip_empty_plugin_search()
     try:
         app()
         code = 0

@@ -1,0 +1,146 @@
+"""Start-up imports only what a command needs (issue 10): each check runs in a fresh process
+and looks at `sys.modules`, so it guards the saving without measuring time."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+IMPORTED_AFTER = textwrap.dedent(
+    """
+    import json, sys
+    exec(sys.argv[1])
+    print(json.dumps(sorted(sys.modules)))
+    """
+)
+
+# Runs the console script's `main()` with `sys.argv[1:]`; its exit (`os._exit`) first prints
+# the modules imported by then.
+CLI_PROBE = textwrap.dedent(
+    """
+    import json, os, sys
+
+    real_exit = os._exit
+
+    def report_and_exit(code):
+        loader = sys.modules.get("pydantic.plugin._loader")
+        print(json.dumps({
+            "modules": sorted(sys.modules),
+            "plugin_loader_file": getattr(loader, "__file__", None),
+        }))
+        sys.stdout.flush()
+        real_exit(code)
+
+    os._exit = report_and_exit
+    sys.argv = ["soong-agent", *sys.argv[1:]]
+    from soong_agent.entrypoints.cli.main import main
+    main()
+    """
+)
+
+
+def _imported_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORTED_AFTER, code], capture_output=True, text=True, check=True
+    )
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _under(modules: set[str], *packages: str) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
+
+
+def _cli(args: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
+    out = subprocess.run(
+        [sys.executable, "-c", CLI_PROBE, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def test_importing_the_cli_loads_typer_only() -> None:
+    modules = _imported_after("import soong_agent.entrypoints.cli.main")
+    heavy = ("pydantic", "rich", "httpx", "dependency_injector", "sqlalchemy", "sqlmodel")
+    assert _under(modules, *heavy) == []
+    assert _under(modules, "soong_agent.application", "soong_agent.adapters") == []
+
+
+def test_the_sdk_import_loads_no_runtime_library() -> None:
+    modules = _imported_after("from soong_agent import AgentRuntime")
+    heavy = ("typer", "rich", "httpx", "dependency_injector", "sqlalchemy", "sqlmodel", "pydantic")
+    assert _under(modules, *heavy) == []
+
+
+def test_dependency_injector_loads_without_wiring_and_wiring_still_works() -> None:
+    modules = _imported_after("import soong_agent.entrypoints.di")
+    assert "dependency_injector.containers" in modules
+    assert _under(modules, "dependency_injector.wiring", "fastapi", "starlette", "werkzeug") == []
+    # Container.wire() imports the real wiring module at its first call and wires through it
+    code = textwrap.dedent(
+        """
+        import sys, types
+        from soong_agent.entrypoints.di import containers, providers
+        from dependency_injector.wiring import Provide, inject
+
+        class Box(containers.DeclarativeContainer):
+            answer = providers.Object(42)
+
+        module = types.ModuleType("wired_here")
+        exec(
+            "from dependency_injector.wiring import Provide, inject\\n"
+            "@inject\\n"
+            "def read(answer=Provide['answer']):\\n"
+            "    return answer\\n",
+            module.__dict__,
+        )
+        sys.modules["wired_here"] = module
+        box = Box()
+        box.wire(modules=["wired_here"])
+        assert module.read() == 42, module.read()
+        box.unwire()
+        """
+    )
+    modules = _imported_after(code)
+    assert "dependency_injector.wiring" in modules
+
+
+def test_run_imports_only_what_its_first_request_needs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]  # nobody listens there once closed: the call fails
+    (home / "config.toml").write_text(
+        f'[model]\nbase_url = "http://127.0.0.1:{port}/v1"\nname = "m"\napi_key_env = ""\n'
+        "[model.retry]\nmax_attempts = 1\n"
+    )
+    env = {"SOONG_AGENT_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    seen = _cli(["run", "--path", str(tmp_path), "hello"], env)
+    modules = set(seen["modules"])  # type: ignore[arg-type]
+    assert "httpcore" in modules  # the request was made
+    assert (
+        _under(
+            modules,
+            "dependency_injector.wiring",
+            "soong_agent.adapters.web.fetcher",  # until the first web_fetch
+            "httpx._main",
+            "rich",
+        )
+        == []
+    )
+    from soong_agent.entrypoints.cli.pydantic_plugins import no_plugins_installed
+
+    if no_plugins_installed():  # then pydantic was told so and did not search
+        assert seen["plugin_loader_file"] is None
+
+
+def test_help_does_not_import_rich_or_the_runtime() -> None:
+    modules = set(_cli(["--help"])["modules"])  # type: ignore[arg-type]
+    assert _under(modules, "rich", "dependency_injector", "httpx", "soong_agent.application") == []
