@@ -130,7 +130,7 @@ class PlanModes:
         if plan_mode:
             self.set(session_id, True)
             return {"active": True, "source": "run_start", "reason": "the run started in plan mode"}
-        restored = self.active(session_id) or plan_mode_in(earlier)
+        restored = self.active(session_id) or bool(plan_mode_in(earlier))
         self.set(session_id, restored)
         if restored:
             return {
