@@ -47,7 +47,7 @@ from soong_agent.ports.errors import ConfigError, UsageError
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.mcp import McpHub
 from soong_agent.ports.messages import Message
-from soong_agent.ports.model import ModelProvider, SystemPart, ToolChoice
+from soong_agent.ports.model import ModelProvider, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.prompt import ContextSource, InstructionDoc
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalyzer
@@ -164,6 +164,12 @@ class RunAssembler:
         self.policies = policies
         self._todos = todos
         self._board = task_board
+        self._per_policies: tuple[RunPolicies, ContextBudget, ProviderCalibration] | None = None
+        """What depends only on the policies (the budget, the calibration a run starts with),
+        with the policies it was computed for (they are frozen)."""
+        self._mcp_tools: tuple[McpHub, McpToolsConfig, tuple[str, ...], McpTools] | None = None
+        """The MCP tools of the last runs, with the hub, configuration and reserved names
+        they were made for: runs with the same ones share them."""
 
     def derived(
         self, ports: RunPorts | None = None, policies: RunPolicies | None = None
@@ -180,7 +186,7 @@ class RunAssembler:
     # --- what a run would send ---------------------------------------------------------------
     def tools_of(self, spec: RunSpec, compaction: CompactionRequests) -> ToolRegistry:
         """The spec's tools plus the run's own `compact` tool."""
-        return ToolRegistry([*spec.tools.tools(), compact_tool(compaction.request)])
+        return spec.tools.extended([compact_tool(compaction.request)])
 
     def system_prompt(
         self,
@@ -229,6 +235,23 @@ class RunAssembler:
     def budget(self, system_tokens: int = 0) -> ContextBudget:
         """The main model's effective context budget; ConfigError when the window cannot work."""
         p = self.policies
+        if system_tokens == 0:
+            return self._of_policies(p)[1]
+        return self._compute_budget(p, system_tokens)
+
+    def _of_policies(
+        self, p: RunPolicies
+    ) -> tuple[RunPolicies, ContextBudget, ProviderCalibration]:
+        """The budget and the starting calibration of runs under `p`, computed once per
+        policies (ConfigError, never remembered, when the window cannot work)."""
+        fixed = self._per_policies
+        if fixed is None or fixed[0] is not p:
+            budget = self._compute_budget(p, 0)
+            fixed = self._per_policies = (p, budget, ProviderCalibration.initial(p.provider_name))
+        return fixed
+
+    @staticmethod
+    def _compute_budget(p: RunPolicies, system_tokens: int) -> ContextBudget:
         try:
             return compute_budget(
                 context_window=p.context_window,
@@ -378,7 +401,13 @@ class RunAssembler:
             return RunTools(
                 tools, None, defer_threshold=policies.defer_threshold, loaded=loaded
             ), None
-        mcp = McpTools(hub, policies.mcp, reserved=tools.names())
+        reserved = tuple(tools.names())
+        held = self._mcp_tools
+        if held is not None and held[0] is hub and held[1] is policies.mcp and held[2] == reserved:
+            mcp = held[3]  # its tools are rebuilt only when the hub's set changed
+        else:
+            mcp = McpTools(hub, policies.mcp, reserved=reserved)
+            self._mcp_tools = (hub, policies.mcp, reserved, mcp)
         run_tools = RunTools(tools, mcp, defer_threshold=policies.defer_threshold, loaded=loaded)
         link = McpRunLink(hub, run_tools, startup_timeout_s=policies.mcp.startup_timeout_ms / 1000)
         return run_tools, link
@@ -400,7 +429,7 @@ class RunAssembler:
         self, system: list[SystemPart], tools: RunTools, session_id: str
     ) -> ContextWindow:
         ports, compact = self.ports, self.policies.compact
-        budget = self.budget()
+        _policies, budget, calibration = self._of_policies(self.policies)
         todos = self._todos
         return ContextWindow(
             counter=ports.token_counter,
@@ -409,15 +438,33 @@ class RunAssembler:
             summarizer=Summarizer(
                 ports.compact_provider or ports.provider, max_summary_tokens=budget.max_summary
             ),
-            calibration=ProviderCalibration.initial(self.policies.provider_name),
+            calibration=calibration,
             system_text=_system_text(system, tools),
-            instructions="\n\n".join(p.text for p in system if p.label == "instructions"),
+            instructions="\n\n".join([p.text for p in system if p.label == "instructions"]),
             todos=(lambda: todos(session_id)) if todos is not None else (lambda: ""),
             new_id=lambda: ports.ids.new_id("msg"),
         )
 
 
+_SYSTEM_TEXTS_MAX = 16
+_SYSTEM_TEXTS: dict[
+    tuple[tuple[int, ...], int], tuple[tuple[SystemPart, ...], list[ToolSpec], str]
+] = {}
+"""`_system_text` by the ids of the parts and of the request's spec list (kept alive with the
+text, so the ids stay theirs; both are frozen or never changed): runs of one runtime share
+their stable parts and, without memories or tasks, the whole prompt."""
+
+
 def _system_text(system: list[SystemPart], tools: RunTools) -> str:
     """What the model is sent before the messages: the system parts and the tool schemas the
     request carries (deferred tools only by their line in the system prompt)."""
-    return "\n\n".join(p.text for p in system) + tools_text(tools.request_specs())
+    specs = tools.request_specs()
+    key = (tuple(map(id, system)), id(specs))
+    hit = _SYSTEM_TEXTS.get(key)
+    if hit is not None:
+        return hit[2]
+    text = "\n\n".join([p.text for p in system]) + tools_text(specs)
+    if len(_SYSTEM_TEXTS) >= _SYSTEM_TEXTS_MAX:
+        _SYSTEM_TEXTS.clear()
+    _SYSTEM_TEXTS[key] = (tuple(system), specs, text)
+    return text

@@ -259,6 +259,31 @@ def loaded_in(messages: Sequence[Message]) -> set[str]:
 _LOADED_LINE = re.compile(r"^## (\S+)$", re.MULTILINE)
 
 
+_VIEWS_MAX = 256
+_VIEWS: dict[tuple[int, frozenset[str]], tuple[list[ToolSpec], list[ToolSpec], list[ToolSpec]]] = {}
+"""`_views` by the id of a run's spec list and the names hidden (the list is kept alive with
+them, so its id stays its own)."""
+
+
+def _views(specs: list[ToolSpec], hidden: frozenset[str]) -> tuple[list[ToolSpec], list[ToolSpec]]:
+    """What the system prompt lists (every tool, the `hidden` ones marked deferred) and what
+    the request carries (every tool but the hidden ones), remembered per spec list: the specs
+    of a runtime's runs are the same list (`ToolRegistry.specs`), so both are built once per
+    tool set, not per run. Nobody may change the lists."""
+    key = (id(specs), hidden)
+    hit = _VIEWS.get(key)
+    if hit is not None:
+        return hit[1], hit[2]
+    catalogue = [
+        ToolSpec(s.name, DEFERRED + s.description, {}) if s.name in hidden else s for s in specs
+    ]
+    request = [s for s in specs if s.name not in hidden] if hidden else specs
+    if len(_VIEWS) >= _VIEWS_MAX:
+        _VIEWS.clear()
+    _VIEWS[key] = (specs, catalogue, request)
+    return catalogue, request
+
+
 class RunTools:
     """One run's tools: the fixed ones, the MCP ones as they come and go, deferral."""
 
@@ -271,7 +296,7 @@ class RunTools:
         loaded: Iterable[str] = (),
     ) -> None:
         self.registry = registry
-        self._fixed = registry.tools()
+        self._fixed = registry.extended(())  # a copy: `registry` gets the arranged set
         self._mcp = mcp
         self._threshold = defer_threshold
         self._seen = -2
@@ -291,33 +316,32 @@ class RunTools:
     def _arrange(self, mcp_tools: list[Tool]) -> None:
         """The registry: the fixed tools, `tool_search` when some are deferred, the MCP ones.
         Past the threshold, every deferrable tool is deferred."""
-        optional = [t for t in self._fixed if t.deferrable] + list(mcp_tools)
-        defer = bool(optional) and len(self._fixed) + len(mcp_tools) > self._threshold
-        self.deferred = {t.name for t in optional} if defer else set()
+        fixed = self._fixed
+        optional = fixed.deferrable_names()
+        if mcp_tools:
+            optional = optional.union(t.name for t in mcp_tools)
+        defer = bool(optional) and len(fixed.names()) + len(mcp_tools) > self._threshold
+        self.deferred = set(optional) if defer else set()
         extra = [self._search] if defer else []
-        self.registry.replace_all([*self._fixed, *extra, *mcp_tools])
+        self.registry.replace_all(fixed.extended([*extra, *mcp_tools]))
 
     @property
     def warnings(self) -> list[str]:
         return self._mcp.warnings if self._mcp is not None else []
 
+    def _hidden(self) -> frozenset[str]:
+        """The deferred tools not loaded (yet)."""
+        if not self.deferred:
+            return frozenset()
+        return frozenset(self.deferred - self.loaded)
+
     def request_specs(self) -> list[ToolSpec]:
         """What the model request carries: every tool but the deferred ones not loaded."""
-        specs = self.registry.specs()
-        if not self.deferred:
-            return specs
-        hidden = self.deferred - self.loaded
-        return [s for s in specs if s.name not in hidden]
+        return _views(self.registry.specs(), self._hidden())[1]
 
     def catalogue(self) -> list[ToolSpec]:
         """What the system prompt lists: every tool, deferred ones marked."""
-        out = []
-        for spec in self.registry.specs():
-            if spec.name in self.deferred and spec.name not in self.loaded:
-                out.append(ToolSpec(spec.name, DEFERRED + spec.description, {}))
-            else:
-                out.append(spec)
-        return out
+        return _views(self.registry.specs(), self._hidden())[0]
 
     def _search_tool(self) -> Tool:
         async def search(args: BaseModel, ctx: ToolContext) -> ToolOutput:

@@ -35,9 +35,32 @@ def _gist(description: str) -> str:
     return text
 
 
+_SECTIONS_MAX = 256
+_SECTIONS: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], SystemPart]] = {}
+"""The tools part of the prompt by the ids of its specs (kept alive with the part, so the ids
+stay theirs: a spec is frozen, its name and description never change)."""
+
+
 def tools_section(tools: Sequence[ToolSpec]) -> str:
     """A one-line catalogue of the available tools; those offered by name only (their
     description starts with `DEFERRED`) under a heading of their own."""
+    return _tools_part(tools).text
+
+
+def _tools_part(tools: Sequence[ToolSpec]) -> SystemPart:
+    """The tools part, remembered per set of spec objects: a runtime's runs list the same."""
+    key = tuple(map(id, tools))
+    hit = _SECTIONS.get(key)
+    if hit is not None:
+        return hit[1]
+    part = SystemPart(label="tools", text=_render_tools(tools))
+    if len(_SECTIONS) >= _SECTIONS_MAX:
+        _SECTIONS.clear()
+    _SECTIONS[key] = (tuple(tools), part)
+    return part
+
+
+def _render_tools(tools: Sequence[ToolSpec]) -> str:
     if not tools:
         return "No tools are available in this run."
     ready = [t for t in tools if not t.description.startswith(DEFERRED)]
@@ -60,11 +83,32 @@ def instruction_part(doc: InstructionDoc) -> str:
     return f'<instructions source="{doc.source}"{folder}>\n{doc.text}\n</instructions>'
 
 
+_CHAINS_MAX = 64
+_CHAINS: dict[tuple[int, ...], tuple[tuple[InstructionDoc, ...], str, int]] = {}
+"""`_chain` by the ids of its documents (kept alive with the text, so the ids stay theirs: a
+document is frozen). The context source hands out the same documents while their files are
+unchanged."""
+
+
 def instructions_section(docs: Sequence[InstructionDoc]) -> str | None:
     """The instruction chain, each part labelled with its source."""
     if not docs:
         return None
-    return "\n\n".join([_CHAIN_HEADER, *(instruction_part(d) for d in docs)])
+    return _chain(docs)[0]
+
+
+def _chain(docs: Sequence[InstructionDoc]) -> tuple[str, int]:
+    """The chain's text and its size in UTF-8 bytes, remembered per set of documents."""
+    key = tuple(map(id, docs))
+    hit = _CHAINS.get(key)
+    if hit is not None:
+        return hit[1], hit[2]
+    text = "\n\n".join([_CHAIN_HEADER, *(instruction_part(d) for d in docs)])
+    size = len(text.encode("utf-8"))
+    if len(_CHAINS) >= _CHAINS_MAX:
+        _CHAINS.clear()
+    _CHAINS[key] = (tuple(docs), text, size)
+    return text, size
 
 
 def truncation_marker(source: str) -> str:
@@ -83,9 +127,32 @@ def fit_instructions(
     shorter than one byte), so a short chain never loads a tokenizer. Markers are kept even
     when the budget cannot hold them.
     """
-    section = instructions_section(docs)
-    if section is None or len(section.encode("utf-8")) <= budget:
+    if not docs or _chain(docs)[1] <= budget:
         return list(docs)
+    key = (tuple(map(id, docs)), budget, count)
+    try:
+        hit = _FITTED.get(key)
+    except TypeError:  # a counter that cannot be a key: cut afresh
+        return _fit(docs, budget, count)
+    if hit is None:
+        if len(_FITTED) >= _FITTED_MAX:
+            _FITTED.clear()
+        hit = _FITTED[key] = (tuple(docs), _fit(docs, budget, count))
+    return list(hit[1])
+
+
+_FITTED_MAX = 16
+_FITTED: dict[
+    tuple[tuple[int, ...], int, Callable[[str], int]],
+    tuple[tuple[InstructionDoc, ...], list[InstructionDoc]],
+] = {}
+"""`_fit` by the ids of the documents (kept alive with the result), the budget and the
+counter: the same chain is cut the same way, into the same documents, run after run."""
+
+
+def _fit(
+    docs: Sequence[InstructionDoc], budget: int, count: Callable[[str], int]
+) -> list[InstructionDoc]:
     joint = count("\n\n")
     left = budget - count(_CHAIN_HEADER)
     stubs = [dataclasses.replace(d, text=truncation_marker(d.source)) for d in docs]
@@ -121,6 +188,23 @@ def _cut_doc(doc: InstructionDoc, room: int, count: Callable[[str], int]) -> Ins
     return cut(low) if doc.text[:low].strip() else None
 
 
+_IDENTITY_PART = SystemPart(label="identity", text=IDENTITY)
+_ENVIRONMENTS: dict[EnvironmentInfo, SystemPart] = {}
+_ENVIRONMENTS_MAX = 64
+
+
+def _environment_part(env: EnvironmentInfo) -> SystemPart:
+    """The environment part, remembered per facts (they change rarely: the date, a branch)."""
+    part = _ENVIRONMENTS.get(env)
+    if part is None:
+        if len(_ENVIRONMENTS) >= _ENVIRONMENTS_MAX:
+            _ENVIRONMENTS.clear()
+        part = _ENVIRONMENTS[env] = SystemPart(
+            label="environment", text=environment_section(env), stable=False
+        )
+    return part
+
+
 def environment_section(env: EnvironmentInfo) -> str:
     """The dynamic facts, last in the prompt."""
     lines = [
@@ -145,8 +229,8 @@ def assemble_system_prompt(
     """Identity, tools, the skills catalogue (SKILL-1), instruction chain, then the dynamic
     parts: the memories recalled for this run (MEM-4) and the environment."""
     parts = [
-        SystemPart(label="identity", text=identity),
-        SystemPart(label="tools", text=tools_section(tools)),
+        _IDENTITY_PART if identity == IDENTITY else SystemPart(label="identity", text=identity),
+        _tools_part(tools),
     ]
     if skills:
         parts.append(SystemPart(label="skills", text=skills))
@@ -155,7 +239,5 @@ def assemble_system_prompt(
         parts.append(SystemPart(label="instructions", text=chain))
     if memory:
         parts.append(SystemPart(label="memory", text=memory, stable=False))
-    parts.append(
-        SystemPart(label="environment", text=environment_section(environment), stable=False)
-    )
+    parts.append(_environment_part(environment))
     return parts

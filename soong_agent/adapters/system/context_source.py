@@ -5,12 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import time
 from pathlib import Path
 
 from soong_agent.ports.prompt import EnvironmentInfo, InstructionDoc
 
 _MAX_DOC_BYTES = 64 * 1024
 _NAMES = ("CLAUDE.md", "AGENTS.md")
+_SETTLED_NS = 2_000_000_000
+"""A file changed less than this long ago is read again every time: two writes within one
+tick of the file system's clock, of the same size, would look unchanged to `os.stat`."""
 
 
 def _read(path: str, label: str, folder: str | None = None) -> InstructionDoc | None:
@@ -88,26 +92,59 @@ class FileContextSource:
         self._platform: str | None = None
         self._git: Path | None = None  # the repository root, looked for once (its branch is
         self._searched = False  # read every time: it changes between runs)
+        home_dir, project_dir = str(home), str(project)
+        self._home_files = [
+            (os.path.join(home_dir, n), f"${{SOONG_AGENT_HOME}}/{n}") for n in _NAMES
+        ]
+        self._rules = os.path.join(home_dir, "rules")
+        self._project_files = [(os.path.join(project_dir, n), f"<project>/{n}") for n in _NAMES]
+        self._repo_head = os.path.join(project_dir, ".git", "HEAD")
+        self._docs: dict[str, tuple[tuple[int, int, int, int], str, InstructionDoc | None]] = {}
+        """The files read, by path: their `os.stat` when read, their label, what they held."""
 
     def instructions(self) -> list[InstructionDoc]:
-        """Read afresh for every run (the user may edit them between runs)."""
-        home, project = str(self._home), str(self._project)
+        """Looked at afresh for every run (the user may edit them between runs); a file is
+        read again only when `os.stat` says it changed."""
         docs: list[InstructionDoc] = []
-        for name in _NAMES:
-            doc = _read(os.path.join(home, name), f"${{SOONG_AGENT_HOME}}/{name}")
+        for path, label in self._home_files:
+            doc = self._doc(path, label)
             if doc:
                 docs.append(doc)
-        rules = os.path.join(home, "rules")
+        rules = self._rules
         if os.path.isdir(rules):
             for rel in _markdown_below(rules):
-                doc = _read(os.path.join(rules, rel), f"${{SOONG_AGENT_HOME}}/rules/{rel}")
+                doc = self._doc(os.path.join(rules, rel), f"${{SOONG_AGENT_HOME}}/rules/{rel}")
                 if doc:
                     docs.append(doc)
-        for name in _NAMES:
-            doc = _read(os.path.join(project, name), f"<project>/{name}")
+        for path, label in self._project_files:
+            doc = self._doc(path, label)
             if doc:
                 docs.append(doc)
         return docs
+
+    def _doc(self, path: str, label: str, folder: str | None = None) -> InstructionDoc | None:
+        """`_read`, or what it gave last time when the file's stat (inode, size, modification
+        and change times) is the same and the file did not change in the last moments."""
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            self._docs.pop(path, None)
+            return None
+        except OSError:
+            self._docs.pop(path, None)
+            return _read(path, label, folder)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        hit = self._docs.get(path)
+        if hit is not None and hit[0] == key and hit[1] == label:
+            doc = hit[2]
+            if doc is None or doc.folder == folder:
+                return doc
+        doc = _read(path, label, folder)
+        if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= _SETTLED_NS:
+            self._docs[path] = (key, label, doc)
+        else:
+            self._docs.pop(path, None)
+        return doc
 
     def folder_instructions(self, folder: str) -> list[InstructionDoc]:
         """The `CLAUDE.md` and `AGENTS.md` of a folder inside the project (PROMPT-2); none
@@ -124,7 +161,7 @@ class FileContextSource:
             path = os.path.join(where, name)
             if not _inside(path, root):  # the file itself a symlink out of the project
                 continue
-            doc = _read(path, f"<project>/{clean}/{name}", clean)
+            doc = self._doc(path, f"<project>/{clean}/{name}", clean)
             if doc:
                 docs.append(doc)
         return docs
@@ -133,7 +170,7 @@ class FileContextSource:
         today = self._today or dt.date.today()
         if self._platform is None:
             self._platform = f"{platform.system()} {platform.release()} ({platform.machine()})"
-        if not self._searched or (self._git is None and _is_repo(self._project)):
+        if not self._searched or (self._git is None and os.path.isfile(self._repo_head)):
             self._git, self._searched = _git_root(self._project), True
         branch = _branch(self._git) if self._git is not None else None
         if branch is None and self._git is not None:  # the repository went away

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -165,9 +165,7 @@ class Tool:
     @property
     def spec(self) -> ToolSpec:
         if self.parameters is not None:
-            return ToolSpec(
-                name=self.name, description=self.description, parameters=self.parameters
-            )
+            return _schema_spec(self.name, self.description, self.parameters)
         return _spec(self.name, self.description, self.args_model)
 
 
@@ -181,26 +179,99 @@ def _spec(name: str, description: str, args_model: type[BaseModel]) -> ToolSpec:
     return ToolSpec(name=name, description=description, parameters=schema)
 
 
+_JOINED_MAX = 256
+_JOINED: dict[tuple[int, ...], tuple[list[ToolSpec], list[ToolSpec], list[ToolSpec]]] = {}
+"""Spec lists joined by `_joined`, by the ids of their parts (kept alive with the result, so
+the ids stay theirs)."""
+
+
+def _joined(head: list[ToolSpec], tail: list[ToolSpec]) -> list[ToolSpec]:
+    """`head` then `tail`, as the same list object for the same spec objects: a runtime's runs
+    join the same cached specs every time, and what is derived from a run's specs (the
+    catalogue, the request's tool text) is remembered by that list's identity. Nobody may
+    change the list."""
+    if not tail:
+        return head
+    key = (id(head), *map(id, tail))
+    hit = _JOINED.get(key)
+    if hit is not None:
+        return hit[2]
+    joined = [*head, *tail]
+    if len(_JOINED) >= _JOINED_MAX:
+        _JOINED.clear()
+    _JOINED[key] = (head, tail, joined)
+    return joined
+
+
+_SCHEMA_SPECS_MAX = 4096
+_SCHEMA_SPECS: dict[tuple[str, str, int], tuple[dict[str, Any], ToolSpec]] = {}
+"""`_schema_spec` by name, description and the id of the schema (kept alive with the spec,
+so the id stays its own)."""
+
+
+def _schema_spec(name: str, description: str, parameters: dict[str, Any]) -> ToolSpec:
+    """The spec of a tool that carries its own schema (an MCP tool), the same object for the
+    same schema object: what is built from a run's specs is remembered by their identity."""
+    key = (name, description, id(parameters))
+    hit = _SCHEMA_SPECS.get(key)
+    if hit is not None:
+        return hit[1]
+    spec = ToolSpec(name=name, description=description, parameters=parameters)
+    if len(_SCHEMA_SPECS) >= _SCHEMA_SPECS_MAX:
+        _SCHEMA_SPECS.clear()
+    _SCHEMA_SPECS[key] = (parameters, spec)
+    return spec
+
+
 class ToolRegistry:
-    """Tools by name, in the order they were added."""
+    """Tools by name, in the order they were added.
+
+    What depends only on the tools (their specs, the names of the deferrable ones) is built
+    once, when first asked for, and again only after the tools changed."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
+        listed = list(tools)
+        self._tools: dict[str, Tool] = {t.name: t for t in listed}
+        if len(self._tools) != len(listed):
+            _twice(listed)
         self._specs: list[ToolSpec] | None = None
-        for tool in tools:
-            self.add(tool)
+        self._deferrable: frozenset[str] | None = None
 
     def add(self, tool: Tool) -> None:
         if tool.name in self._tools:
             raise ValueError(f"tool {tool.name!r} is registered twice")
         self._tools[tool.name] = tool
         self._specs = None
+        self._deferrable = None
 
-    def replace_all(self, tools: Iterable[Tool]) -> None:
+    def extended(self, tools: Sequence[Tool] = ()) -> ToolRegistry:
+        """A new registry: this one's tools, then `tools` (ValueError when a name is taken).
+        What this registry built of its tools is not built again."""
+        out = ToolRegistry.__new__(ToolRegistry)
+        merged = out._tools = dict(self._tools)
+        specs, deferrable = self.specs(), self.deferrable_names()
+        if tools:
+            for tool in tools:
+                if tool.name in merged:
+                    raise ValueError(f"tool {tool.name!r} is registered twice")
+                merged[tool.name] = tool
+            specs = _joined(specs, [t.spec for t in tools])
+            added = [t.name for t in tools if t.deferrable]
+            if added:
+                deferrable = deferrable.union(added)
+        out._specs, out._deferrable = specs, deferrable
+        return out
+
+    def replace_all(self, tools: Iterable[Tool] | ToolRegistry) -> None:
         """Hold exactly `tools` from now on (a run whose tool set changed between model calls:
-        everyone holding this registry sees the new set)."""
-        fresh = ToolRegistry(tools)
-        self._tools, self._specs = fresh._tools, None
+        everyone holding this registry sees the new set). Given a registry, its tools, with
+        what it has built of them."""
+        if isinstance(tools, ToolRegistry):  # its dict stays its own
+            self._tools = dict(tools._tools)
+            self._specs, self._deferrable = tools._specs, tools._deferrable
+        else:
+            fresh = ToolRegistry(tools)
+            self._tools, self._specs, self._deferrable = fresh._tools, None, None
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -213,6 +284,23 @@ class ToolRegistry:
         return list(self._tools)
 
     def specs(self) -> list[ToolSpec]:
+        """What the model is told about each tool, in order (the list is shared: nobody may
+        change it)."""
         if self._specs is None:
             self._specs = [t.spec for t in self._tools.values()]
         return self._specs
+
+    def deferrable_names(self) -> frozenset[str]:
+        """The names of the tools that may be offered by name only (`Tool.deferrable`)."""
+        if self._deferrable is None:
+            self._deferrable = frozenset(t.name for t in self._tools.values() if t.deferrable)
+        return self._deferrable
+
+
+def _twice(tools: list[Tool]) -> None:
+    """Raise the ValueError naming the first tool of `tools` whose name is taken."""
+    seen: set[str] = set()
+    for tool in tools:
+        if tool.name in seen:
+            raise ValueError(f"tool {tool.name!r} is registered twice")
+        seen.add(tool.name)
