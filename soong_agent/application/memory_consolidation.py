@@ -36,6 +36,7 @@ import dataclasses
 import datetime as dt
 import fcntl
 import logging
+import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -287,9 +288,24 @@ class MemoryConsolidation:
         self.lock = ConsolidationLock(folder)
         self._sessions = sessions
         self.settings = settings or ConsolidationSettings()
+        self._not_before = -math.inf
+        """No pass is due before this time (the last pass seen plus `min_hours`)."""
         self._redactor = redactor
 
     # --- when ----------------------------------------------------------------------------------
+
+    def may_be_due(self) -> bool:
+        """False when a pass is certainly not due (the last one was under `min_hours` ago):
+        a look at the lock file at most, and none until that time has passed (another
+        process's pass only moves it later). The runtime asks before starting a job."""
+        now = self._clock.now()
+        if now < self._not_before:
+            return False
+        last = self.lock.last_pass()
+        if last is None:
+            return True
+        self._not_before = last + self.settings.min_hours * 3600
+        return now >= self._not_before
 
     async def not_due(self) -> str | None:
         """Why a pass is not due now (None: it is): `min_hours` since the last pass and

@@ -239,9 +239,11 @@ class MemoryExtraction:
         self._redactor = redactor
         self._lock = asyncio.Lock()  # one extraction at a time
         self._jobs: set[asyncio.Task[None]] = set()
-        self._idle: dict[str, asyncio.TimerHandle] = {}
-        """One timer per session waiting to be idle (a timer, not a sleeping task: a runtime
-        serving thousands of sessions keeps a few hundred bytes for each, not a task)."""
+        self._idle: dict[str, float] = {}
+        """The sessions waiting to be idle and when (loop time) they will be, oldest first:
+        every wait lasts `idle_seconds`, so one timer, set for the first of them, serves all (a
+        runtime serving thousands of sessions keeps a dict entry for each, not a timer)."""
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._writing: set[asyncio.Future[ExtractionReport]] = set()
         self._swept = False
         self._closed = False
@@ -254,16 +256,26 @@ class MemoryExtraction:
     def run_started(self, session_id: str) -> list[Notice]:
         """A run of `session_id` starts: its idle wait ends; returns the notices of that
         session not yet recorded in one of its runs (the caller records them)."""
-        idle = self._idle.pop(session_id, None)
-        if idle is not None:
-            idle.cancel()
+        self._idle.pop(session_id, None)  # (the timer finds the next one when it fires)
         return self._undelivered.pop(session_id, [])
 
-    def run_ended(self, session_id: str) -> None:
+    def run_ended(self, session_id: str, messages: Sequence[Message] | None = None) -> None:
         """A run of `session_id` ended: extract now if its pending messages are due, else wait
-        for it to be idle; sweep the sessions a former runtime left idle (once)."""
+        for it to be idle; sweep the sessions a former runtime left idle (once).
+
+        `messages`: every message the session has, when the caller holds them all (the first
+        run of a new session whose path was never rewritten): then nothing is read back from
+        the store, and a session not yet due just starts its idle wait."""
         if self._closed:
             return
+        if messages is not None and self._swept:
+            pending = pending_messages(messages, None)  # a new session has no mark yet
+            idle = self.settings.idle_seconds
+            if not pending:
+                return
+            if not (self.due(pending) or idle <= 0):
+                self._wait_idle(session_id, idle)
+                return
         self._start(self._after_run(session_id), f"soong-memory-after-{session_id}")
 
     async def join(self) -> None:
@@ -286,8 +298,9 @@ class MemoryExtraction:
         `settings.close_timeout_s`) to finish, then is cancelled (its messages stay pending);
         writes already under way always finish (they are local and short)."""
         self._closed = True
-        for idle in self._idle.values():
-            idle.cancel()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         self._idle.clear()
         jobs = set(self._jobs)
         if jobs:
@@ -420,16 +433,27 @@ class MemoryExtraction:
             )
 
     def _wait_idle(self, session_id: str, seconds: float) -> None:
-        old = self._idle.pop(session_id, None)
-        if old is not None:
-            old.cancel()
-        self._idle[session_id] = asyncio.get_running_loop().call_later(
-            seconds, self._idle_reached, session_id
-        )
+        loop = asyncio.get_running_loop()
+        self._idle.pop(session_id, None)  # a new wait goes to the end: the newest
+        self._idle[session_id] = at = loop.time() + seconds
+        if self._idle_timer is None:
+            self._idle_timer = loop.call_at(at, self._idle_due)
 
-    def _idle_reached(self, session_id: str) -> None:
-        self._idle.pop(session_id, None)
-        if not self._closed:
+    def _idle_due(self) -> None:
+        """The first wait (or one after it) ended: start the extraction of every session
+        idle by now, and set the timer for the next wait to end."""
+        self._idle_timer = None
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        idle = self._idle
+        while idle:
+            session_id, at = next(iter(idle.items()))
+            if at > now:
+                self._idle_timer = loop.call_at(at, self._idle_due)
+                return
+            del idle[session_id]
             self._start(self._idle_extract(session_id), f"soong-memory-idle-{session_id}")
 
     async def _idle_extract(self, session_id: str) -> None:

@@ -153,6 +153,9 @@ class RunRecorder:
         """Texts scrubbed since the last batch: most are both an event field and a message
         block (a tool result, the call's arguments, the answer), and are scrubbed once."""
         self._title: tuple[str, str] = ("", "")  # (raw, scrubbed)
+        self.rewritten = False
+        """Whether the active path was replaced (a compaction, a pruned loop): the session's
+        earlier messages are then no longer all in `history`."""
 
     @property
     def leaf_id(self) -> str | None:
@@ -241,6 +244,7 @@ class RunRecorder:
         root, so resuming the session rebuilds exactly this context.
         """
         self.history = []
+        self.rewritten = True
         for message in messages:
             self.add_message(message.model_copy(update={"id": ""}))
 

@@ -235,7 +235,14 @@ class RunService:
         self._consolidate_when_due()
         extraction = self.extraction
         if extraction is not None:  # before attach: the job starts before a waiter resumes
-            task.add_done_callback(lambda _: extraction.run_ended(session.id))
+            recorder = assembled.recorder
+            fresh = session_id is None  # every message of a new session is in its history
+
+            def ended(_: object) -> None:
+                whole = fresh and not recorder.rewritten
+                extraction.run_ended(session.id, recorder.history if whole else None)
+
+            task.add_done_callback(ended)
         assembled.run.attach(task)
         return assembled.run
 
@@ -270,6 +277,8 @@ class RunService:
         """Start the memory consolidation pass beside the run when it is due (it checks its
         own gates and lock; one at a time; it never raises)."""
         if self._consolidation is None or self._background:
+            return
+        if not self._consolidation.may_be_due():  # most runs: no job at all
             return
         job: asyncio.Task[object] = asyncio.ensure_future(self._consolidation.maybe_run())
         self._background.add(job)

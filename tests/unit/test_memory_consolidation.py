@@ -203,6 +203,20 @@ def test_gates_and_lock(tmp_path: Path) -> None:
     assert len(model.calls) == 2
 
 
+def test_a_run_starts_no_consolidation_job_while_the_last_pass_is_recent(tmp_path: Path) -> None:
+    job, store, _model, clock = setup(tmp_path, ops(), min_hours=24, min_sessions=0)
+    store.write(mem("fact", "The user likes tea"))
+    assert job.may_be_due()  # never passed: the job looks (and finds it due)
+    assert asyncio.run(job.run()).skipped is None
+    clock.advance(3600)
+    assert not job.may_be_due()  # an hour after the pass: no job is started at all
+    lock = tmp_path / "memory" / ".consolidation.lock"
+    os.utime(lock, (clock.now() - 2 * DAY, clock.now() - 2 * DAY))  # set back from outside
+    assert not job.may_be_due()  # not looked at again before the day has passed …
+    clock.advance(DAY)
+    assert job.may_be_due()  # … then the file says when the last pass was
+
+
 def test_model_failure_is_retried(tmp_path: Path) -> None:
     job, store, _model, _clock = setup(tmp_path, ScriptedResponse.text("no idea"), ops())
     store.write(mem("fact", "The user likes tea"))

@@ -375,6 +375,39 @@ async def test_an_idle_session_is_extracted() -> None:
     assert memory.catalogue().names() == ["prefer_tabs"]
 
 
+async def test_many_new_sessions_each_wait_their_idle_time_and_are_each_extracted() -> None:
+    h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
+    model = ScriptedModel(default=ops())
+    extraction = extraction_over(h.store, model, idle_seconds=0.3)
+    h.service.extraction = extraction
+    first = await session_with(h, TABS)
+    await extraction.join()  # (the first run also sweeps: a job of its own)
+    later = [await session_with(h, f"note {i}: {TABS}") for i in range(3)]
+    assert extraction.waiting_idle() == [first, *later]  # none is due: all wait, oldest first
+    assert model.calls == []
+    for _ in range(1000):  # one timer serves them all, however slow the machine
+        if len(model.calls) == 4:
+            break
+        await asyncio.sleep(0.01)
+    await extraction.aclose(timeout_s=30)
+    assert extraction.waiting_idle() == []
+    extracted = sorted(sent_text(call) for call in model.calls)
+    assert len(extracted) == 4 and all(TABS in text for text in extracted)
+
+
+async def test_a_new_sessions_first_run_that_is_due_is_extracted_at_once() -> None:
+    h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
+    model = ScriptedModel(default=ops())
+    extraction = extraction_over(h.store, model, every_tokens=50, idle_seconds=3600)
+    h.service.extraction = extraction
+    await session_with(h, "a short one")
+    await extraction.join()
+    await session_with(h, "word " * 100)  # a new session, due by tokens: no idle wait
+    await extraction.join()
+    assert len(model.calls) == 1 and "word word" in sent_text(model.calls[0])
+    await extraction.aclose()
+
+
 async def test_a_new_run_cancels_the_idle_wait() -> None:
     h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
     model = ScriptedModel()
