@@ -249,8 +249,15 @@ class RunRecorder:
             self.add_message(message.model_copy(update={"id": ""}))
 
     def finish(self, status: RunStatus, reason: str | None) -> None:
-        self.run_info = dataclasses.replace(
-            self.run_info, status=status, reason=reason, finished_at=self._clock.now()
+        r = self.run_info  # written out, like the session header in `_take_batch`
+        self.run_info = RunInfo(
+            id=r.id,
+            session_id=r.session_id,
+            started_at=r.started_at,
+            status=status,
+            finished_at=self._now(),
+            reason=reason,
+            model=r.model,
         )
 
     async def commit(self) -> None:

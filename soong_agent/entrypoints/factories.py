@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -333,10 +334,11 @@ def task_board_reader(loaded: LoadedConfig) -> Callable[[str], str]:
 
     task = loaded.config.task
     log, clock = FileTaskLog(task.wal_dir), SystemClock()
+    folder = os.fspath(task.wal_dir)
 
     def read(session_id: str) -> str:
-        if not (Path(task.wal_dir) / session_id).is_dir():
-            return ""  # no task yet: no file is opened
+        if not os.path.isdir(os.path.join(folder, session_id)):
+            return ""  # no task yet: no file is opened (a look per run: no Path built)
         return task_board_text(
             log,
             session_id,

@@ -71,3 +71,24 @@ async def test_each_commit_keeps_the_session_header_and_moves_its_leaf() -> None
     assert stored == dataclasses.replace(session, updated_at=1005.0, active_leaf_id=second.id)
     assert (first.parent_id, second.parent_id) == ("msg_earlier", first.id)
     assert {"id", "parent_id"} <= second.model_fields_set  # as if assigned the usual way
+
+
+def test_the_end_of_a_run_keeps_every_field_of_its_header() -> None:
+    clock = FixedClock(start=500.0)
+    started = RunInfo(id="run_1", session_id="ses_1", started_at=10.0, model="local-model")
+    for field in dataclasses.fields(RunInfo):
+        if field.name not in ("status", "finished_at", "reason"):  # the ones an end sets
+            assert getattr(started, field.name) != field.default, field.name
+    rec = RunRecorder(
+        run=Run(session_id="ses_1", run_id="run_1", cancel_timeout_s=1.0),
+        store=InMemorySessionStore(),
+        clock=clock,
+        ids=SequentialIds(),
+        session=SessionInfo(id="ses_1", project_dir="/p", created_at=1.0, updated_at=1.0),
+        run_info=started,
+        history=[],
+    )
+    rec.finish("max_turns", "stopped after 3 model calls")
+    assert rec.run_info == dataclasses.replace(
+        started, status="max_turns", reason="stopped after 3 model calls", finished_at=500.0
+    )
