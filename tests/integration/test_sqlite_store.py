@@ -109,7 +109,7 @@ async def test_pragmas_wal_and_schema(tmp_path: Path) -> None:
             for name in ("busy_timeout", "synchronous", "foreign_keys", "journal_mode")
         )
 
-    got = await asyncio.get_running_loop().run_in_executor(store._executor, connection_pragmas)
+    got = await store._run(connection_pragmas)  # on the store's own thread and connection
     assert got == (1234, 1, 1, "wal")  # synchronous 1 == NORMAL
     await store.close()
 

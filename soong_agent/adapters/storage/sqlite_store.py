@@ -20,12 +20,12 @@ import gc
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from soong_agent.adapters.storage import sql, transactions
+from soong_agent.adapters.storage.worker import SerialWorker
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import MESSAGE_LIST, Message
@@ -294,7 +294,7 @@ class SqliteSessionStore:
 
     def __init__(self, db_path: Path, *, busy_timeout_ms: int = 5000) -> None:
         self._db = _Database(Path(db_path), busy_timeout_ms)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="soong-sqlite")
+        self._worker = SerialWorker("soong-sqlite")
         self._closed = False
 
     @property
@@ -314,7 +314,7 @@ class SqliteSessionStore:
         """
         if not self._closed:
             with contextlib.suppress(RuntimeError):  # closed meanwhile
-                self._executor.submit(self._db.warm_up)
+                self._worker.submit(self._db.warm_up)
 
     async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
@@ -323,7 +323,7 @@ class SqliteSessionStore:
         done: asyncio.Future[_T] = loop.create_future()
         # one asyncio future settled from the worker, not run_in_executor's pair of futures
         # chained by callbacks: a commit a turn goes through here
-        self._executor.submit(_settle, loop, done, self._db.call, fn, *args)
+        self._worker.submit(_settle, loop, done, self._db.call, fn, *args)
         return await done
 
     async def commit(self, batch: TurnCommit) -> None:
@@ -384,5 +384,8 @@ class SqliteSessionStore:
         if self._closed:
             return
         self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._db.close)
-        self._executor.shutdown(wait=True)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._worker.submit(_settle, loop, done, self._db.close)
+        await done
+        self._worker.stop()  # its queue is empty now: the thread ends at once
