@@ -26,6 +26,8 @@ from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from soong_agent.domain.config.schema import _no_entries
+
 HookType = Literal[
     "pre_sampling",
     "post_sampling",
@@ -95,7 +97,10 @@ PREVIEW_MAX = 500
 class HookEntry(BaseModel):
     """One command of one hook type."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+    # built when a hooks.json is first read, not at import (most homes have none)
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, populate_by_name=True, defer_build=True
+    )
 
     command: str = Field(min_length=1)
     timeout: float | None = Field(default=None, gt=0)
@@ -131,9 +136,9 @@ class HookEntry(BaseModel):
 class HooksFile(BaseModel):
     """The whole `hooks.json`."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
-    hooks: dict[str, list[HookEntry]] = Field(default_factory=dict)
+    hooks: dict[str, list[HookEntry]] = Field(default_factory=_no_entries)
 
     @field_validator("hooks")
     @classmethod

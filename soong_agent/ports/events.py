@@ -22,6 +22,17 @@ RunStatus = Literal[
 """`blocked`: a pre_sampling hook stopped the run before a model call (HOOK-1)."""
 
 
+# Default factories are plain functions: pydantic reads a factory's signature when it builds a
+# model, and that of `list` (parsed from text by the tokenizer) or of a model class costs far
+# more than a function's (as in `soong_agent.domain.config.schema`, which ports cannot import).
+def _no_items() -> list[Any]:
+    return []
+
+
+def _no_usage() -> Usage:
+    return Usage()
+
+
 class _Event(BaseModel):
     # built at first use, not at import: a run uses a handful of the event types
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -161,7 +172,7 @@ class McpServerEvent(_Event):
     tool_count: int | None = None
     version: str | None = None
     exit_code: int | None = None
-    stderr_tail: list[str] = Field(default_factory=list)
+    stderr_tail: list[str] = Field(default_factory=_no_items)
     attempt: int | None = None
     backoff_s: float | None = None
     startup_ms: float | None = None
@@ -187,9 +198,9 @@ class CompactionEvent(_Event):
     strategy: str
     tokens_before: int
     tokens_after: int
-    dropped: list[str] = Field(default_factory=list)
+    dropped: list[str] = Field(default_factory=_no_items)
     trigger: str = "budget"
-    rungs_failed: list[str] = Field(default_factory=list)
+    rungs_failed: list[str] = Field(default_factory=_no_items)
 
 
 class StuckDetected(_Event):
@@ -202,7 +213,7 @@ class StuckDetected(_Event):
     action: Literal["reminder", "prune", "stop"]
     first_turn: int
     last_turn: int
-    pruned: list[str] = Field(default_factory=list)
+    pruned: list[str] = Field(default_factory=_no_items)
 
 
 class BudgetExhausted(_Event):
@@ -245,8 +256,8 @@ class MemoryRejected(_Event):
     source: str
     name: str
     category: str | None = None
-    codes: list[str] = Field(default_factory=list)
-    reasons: list[str] = Field(default_factory=list)
+    codes: list[str] = Field(default_factory=_no_items)
+    reasons: list[str] = Field(default_factory=_no_items)
 
 
 class MemoryRecalled(_Event):
@@ -259,7 +270,7 @@ class MemoryRecalled(_Event):
 
     type: Literal["memory_recalled"] = "memory_recalled"
     method: Literal["model", "lexical", "none"]
-    names: list[str] = Field(default_factory=list)
+    names: list[str] = Field(default_factory=_no_items)
     reason: str = ""
 
 
@@ -340,7 +351,7 @@ class ChildFinished(_Event):
     status: RunStatus
     reason: str | None = None
     turns: int = 0
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=_no_usage)
     cost_usd: float | None = None
     pool: str | None = None
     worker: str | None = None
@@ -387,7 +398,7 @@ class RunFinished(_Event):
     type: Literal["run_finished"] = "run_finished"
     status: RunStatus
     reason: str | None = None
-    usage: Usage = Field(default_factory=Usage)
+    usage: Usage = Field(default_factory=_no_usage)
     cost_usd: float | None = None
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 IMPORTED_AFTER = textwrap.dedent(
     """
@@ -26,11 +27,24 @@ CLI_PROBE = textwrap.dedent(
 
     real_exit = os._exit
 
+    def compiled(module, *getters):
+        # how many of a module's patterns compiled at first use have been compiled
+        found = sys.modules.get(module)
+        return sum(getattr(found, g).cache_info().currsize for g in getters) if found else 0
+
     def report_and_exit(code):
         loader = sys.modules.get("pydantic.plugin._loader")
         print(json.dumps({
             "modules": sorted(sys.modules),
             "plugin_loader_file": getattr(loader, "__file__", None),
+            "sensitive_rules_compiled": compiled(
+                "soong_agent.domain.permissions.sensitive", "_below_rule"
+            ),
+            "memory_patterns_compiled": compiled(
+                "soong_agent.domain.memory.rules",
+                "_structure", "_path_line", "_signatures", "_progress", "_branches", "_fixes",
+                "_credential",
+            ) + compiled("soong_agent.domain.memory.policy", "_category_signs"),
         }))
         sys.stdout.flush()
         real_exit(code)
@@ -54,7 +68,7 @@ def _under(modules: set[str], *packages: str) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
 
 
-def _cli(args: list[str], env: dict[str, str] | None = None) -> dict[str, object]:
+def _cli(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, "-c", CLI_PROBE, *args],
         capture_output=True,
@@ -123,7 +137,7 @@ def test_run_imports_only_what_its_first_request_needs(tmp_path: Path) -> None:
     )
     env = {"SOONG_AGENT_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     seen = _cli(["run", "--path", str(tmp_path), "hello"], env)
-    modules = set(seen["modules"])  # type: ignore[arg-type]
+    modules = set(seen["modules"])
     assert "httpcore" in modules  # the request was made
     assert (
         _under(
@@ -132,9 +146,14 @@ def test_run_imports_only_what_its_first_request_needs(tmp_path: Path) -> None:
             "soong_agent.adapters.web.fetcher",  # until the first web_fetch
             "httpx._main",
             "rich",
+            "frontmatter",  # until a memory file is read or written
         )
         == []
     )
+    # the sandbox's sensitive paths compile their patterns at the first path checked, the
+    # memory rules at the first memory reviewed: a question that reads no file needs neither
+    assert seen["sensitive_rules_compiled"] == 0
+    assert seen["memory_patterns_compiled"] == 0
     from soong_agent.entrypoints.cli.pydantic_plugins import no_plugins_installed
 
     if no_plugins_installed():  # then pydantic was told so and did not search
@@ -142,5 +161,52 @@ def test_run_imports_only_what_its_first_request_needs(tmp_path: Path) -> None:
 
 
 def test_help_does_not_import_rich_or_the_runtime() -> None:
-    modules = set(_cli(["--help"])["modules"])  # type: ignore[arg-type]
+    modules = set(_cli(["--help"])["modules"])
     assert _under(modules, "rich", "dependency_injector", "httpx", "soong_agent.application") == []
+
+
+def test_file_adapters_load_no_yaml_or_package_metadata() -> None:
+    """PyYAML and python-frontmatter load when a skill, agent or memory file is parsed, and
+    `importlib.metadata` when `rg` is looked for in the ripgrep wheel's file record: not when
+    these adapters are imported (a run that reads no such file never needs them)."""
+    modules = _imported_after(
+        "import soong_agent.adapters.sandbox, soong_agent.adapters.skills, "
+        "soong_agent.adapters.agents, soong_agent.adapters.memory"
+    )
+    assert _under(modules, "yaml", "frontmatter", "importlib.metadata") == []
+
+
+def test_front_matter_is_parsed_once_a_file_is_read(tmp_path: Path) -> None:
+    """The deferred imports still parse: a skill, an agent and a memory file, each in a
+    fresh process."""
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "greet.md").write_text("---\nname: greet\ndescription: Says hello.\n---\nHi.\n")
+    agents = tmp_path / "agents"
+    agents.mkdir()
+    (agents / "helper.md").write_text(
+        "---\nid: helper\ndescription: Helps.\ntools: []\n---\nHelp.\n"
+    )
+    code = textwrap.dedent(
+        f"""
+        import datetime as dt
+        from pathlib import Path
+        from soong_agent.adapters.agents.loader import load_agent_files
+        from soong_agent.adapters.memory import codec
+        from soong_agent.adapters.skills.loader import load_skills
+        from soong_agent.ports.memory import Memory
+
+        skills, warnings = load_skills(Path({str(skills)!r}))
+        assert [s.name for s in skills] == ["greet"] and not warnings, (skills, warnings)
+        agents, warnings = load_agent_files(Path({str(agents)!r}))
+        assert [a.id for a in agents] == ["helper"] and not warnings, (agents, warnings)
+        when = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+        memory = Memory(name="tabs", description="Tabs.", category="user", body="Uses tabs.")
+        text = codec.dump(memory, created=when, updated=when)
+        again = codec.load(text, path="m.md", category="user", name="tabs", fallback=when)
+        assert again.body == "Uses tabs.", again
+        """
+    )
+    modules = _imported_after(code)
+    assert "yaml" in modules
+    assert "frontmatter" in modules

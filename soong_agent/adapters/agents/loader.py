@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml  # type: ignore[import-untyped,unused-ignore]
-
 from soong_agent.domain.agents import (
     BUILTINS,
     AgentFileError,
@@ -60,6 +58,8 @@ def _read(path: Path) -> AgentDefinition:
         frontmatter, body = split_frontmatter(text)
     except SkillFileError as exc:
         raise AgentFileError(str(exc)) from exc
+    import yaml  # type: ignore[import-untyped,unused-ignore]  # only when a file is read
+
     try:
         metadata = yaml.safe_load(frontmatter)
     except yaml.YAMLError as exc:

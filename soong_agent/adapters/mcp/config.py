@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from soong_agent.domain.config.schema import _no_entries, _no_items
 from soong_agent.ports.errors import ConfigError
 from soong_agent.ports.mcp import McpServerSpec, Transport
 
@@ -47,15 +48,16 @@ _TRANSPORTS: tuple[Transport, ...] = ("stdio", "http", "sse")
 class _Entry(BaseModel):
     """One server entry as written; checked further by `_spec`."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # built when an mcp.json is first read, not at import (most homes have none)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     transport: str | None = None
     command: str | None = None
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=_no_items)
     url: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    env_from: list[str] = Field(default_factory=list)
-    headers: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=_no_entries)
+    env_from: list[str] = Field(default_factory=_no_items)
+    headers: dict[str, str] = Field(default_factory=_no_entries)
     cwd: str | None = None
 
 

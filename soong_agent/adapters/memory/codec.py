@@ -1,12 +1,12 @@
-"""A memory file's text: YAML frontmatter (python-frontmatter, PyYAML's safe loader) and body."""
+"""A memory file's text: YAML frontmatter (python-frontmatter, PyYAML's safe loader) and body.
+
+python-frontmatter and PyYAML are imported when a memory file is first written or read, not at
+load: most runs touch no memory file, and importing them costs ~15–20 ms of start-up."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
-
-import frontmatter
-from yaml import YAMLError  # type: ignore[import-untyped]
 
 from soong_agent.ports.memory import Memory, MemoryCategory, MemoryFileInvalid
 
@@ -25,6 +25,8 @@ def utc(seconds: float) -> dt.datetime:
 
 def dump(memory: Memory, *, created: dt.datetime, updated: dt.datetime) -> str:
     """The file's text: frontmatter in the order of `FIELDS`, a blank line, the body."""
+    import frontmatter
+
     post = frontmatter.Post(
         memory.body,
         name=memory.name,
@@ -69,6 +71,9 @@ def load(
     """The memory in a file's `text`, checked against where the file is: its frontmatter
     `name` must be the file's name and its `type` the folder. `fallback` stands for a missing
     `created` or `updated` (a file written by hand). MemoryFileInvalid names what is wrong."""
+    import frontmatter
+    from yaml import YAMLError  # type: ignore[import-untyped]
+
     try:
         post = frontmatter.loads(text)
     except YAMLError as exc:

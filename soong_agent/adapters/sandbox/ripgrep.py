@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import importlib.metadata
 import os
 import shutil
 import sys
@@ -57,7 +56,12 @@ def _executable(path: str) -> bool:
 
 
 def _wheel_binary() -> str | None:
-    """The `rg` listed in the installed ``ripgrep`` distribution's file record, if any."""
+    """The `rg` listed in the installed ``ripgrep`` distribution's file record, if any.
+
+    `importlib.metadata` is imported here, not at load: it costs ~10 ms of start-up and is
+    needed only when `rg` is neither next to the interpreter nor in the scripts folder."""
+    import importlib.metadata
+
     try:
         dist = importlib.metadata.distribution("ripgrep")
     except importlib.metadata.PackageNotFoundError:

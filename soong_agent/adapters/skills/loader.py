@@ -24,8 +24,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml  # type: ignore[import-untyped,unused-ignore]
-
 from soong_agent.domain.skills import SkillFileError, check_metadata, split_frontmatter
 from soong_agent.ports.skills import Skill
 
@@ -152,6 +150,8 @@ def _read_skill(candidate: _Candidate, warnings: list[str]) -> Skill:
     except UnicodeDecodeError as exc:
         raise SkillFileError(f"not UTF-8 text (byte {exc.start})") from exc
     frontmatter, body = split_frontmatter(text)
+    import yaml  # type: ignore[import-untyped,unused-ignore]  # only when a file is read
+
     try:
         metadata = yaml.safe_load(frontmatter)
     except yaml.YAMLError as exc:

@@ -15,6 +15,7 @@ secret; a credential written out in words (``password is hunter22``) is refused 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -44,18 +45,25 @@ MAX_BODY_CHARS = 4_000
 
 _MARK = re.compile(r"\[redacted:([^\]]+)\]")
 
-_REFERENCE = re.compile(
-    r"https?://|\bwww\.|\b(?:dashboards?|runbooks?|wiki|confluence|notion|jira|linear|"
-    r"grafana|kibana|datadog|sentry|slack channel|channel|bug tracker|issue tracker|"
-    r"tracked in|documented (?:at|in)|docs? (?:are|is|live|lives) (?:at|in))\b",
-    re.IGNORECASE,
-)
-_FEEDBACK = re.compile(
-    r"\b(?:don't|do not|never|always|avoid|stop|instead of|rather than|make sure|should|"
-    r"must|please|prefers? .{1,40}? over|(?:asked|told|wants|corrected) (?:me|us|the agent)|"
-    r"(?:dislikes?|hates?|likes?) (?:it )?when)\b",
-    re.IGNORECASE,
-)
+
+@functools.cache
+def _category_signs() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Signs of a ``reference`` and of a ``feedback`` memory; compiled at the first use."""
+    return (
+        re.compile(
+            r"https?://|\bwww\.|\b(?:dashboards?|runbooks?|wiki|confluence|notion|jira|linear|"
+            r"grafana|kibana|datadog|sentry|slack channel|channel|bug tracker|issue tracker|"
+            r"tracked in|documented (?:at|in)|docs? (?:are|is|live|lives) (?:at|in))\b",
+            re.IGNORECASE,
+        ),
+        re.compile(
+            r"\b(?:don't|do not|never|always|avoid|stop|instead of|rather than|make sure|should|"
+            r"must|please|prefers? .{1,40}? over|"
+            r"(?:asked|told|wants|corrected) (?:me|us|the agent)|"
+            r"(?:dislikes?|hates?|likes?) (?:it )?when)\b",
+            re.IGNORECASE,
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +103,10 @@ def categorise(text: str) -> MemoryCategory:
     """The category a memory's text fits best: ``reference`` when it points somewhere outside
     the project (a URL, a dashboard, a tracker), ``feedback`` when it says how to work (do,
     don't, always, never, instead of), else ``user`` (who the user is, what they know)."""
-    if _REFERENCE.search(text):
+    reference, feedback = _category_signs()
+    if reference.search(text):
         return "reference"
-    if _FEEDBACK.search(text):
+    if feedback.search(text):
         return "feedback"
     return "user"
 

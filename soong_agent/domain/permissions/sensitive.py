@@ -7,14 +7,21 @@ literal path also covers SQLite's sidecar files (``-wal``, ``-shm``, ``-journal`
 
 Both file sandboxes (the local disk and the in-memory fake) decide with `SensitivePaths`; the
 local one also passes `resolve` (symlinks followed) so a literal entry matches its real path.
+
+A path entry's regular expression is compiled when it is first needed (the first path checked
+against it), not when the sandbox is built, and once per entry and globs in the process: the
+default entries cost ~10–30 ms to compile, which start-up (and every further runtime of the
+process) no longer pays. An entry whose glob holds a ``[`` class, the only kind whose pattern
+can fail to compile, is still compiled at once, so its error comes when the sandbox is built.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from soong_agent.domain.permissions.rules import Rule, path_rule
 from soong_agent.domain.permissions.targets import (
@@ -37,15 +44,27 @@ class SensitiveRule:
         pattern: the entry as written (named in refusals).
         name_glob: the fnmatch pattern of a name entry (``.env.*``), else None.
         prefixes: the literal absolute paths a path entry names (with their sidecars).
-        paths: the path rule (absolute anchor) covering those paths and everything below.
+        below: the globs (absolute, no leading slash) of a path entry: its paths and
+            everything below them; empty for a name entry.
         fold_case: names and paths are compared lower-case (macOS and Windows filesystems).
     """
 
     pattern: str
     name_glob: str | None = None
     prefixes: tuple[str, ...] = ()
-    paths: Rule | None = None
+    below: tuple[str, ...] = ()
     fold_case: bool = False
+    _paths: Rule | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def paths(self) -> Rule | None:
+        """The path rule (absolute anchor) covering `below`, None for a name entry; compiled at
+        the first use."""
+        rule = self._paths
+        if rule is None and self.below:
+            rule = _below_rule(self.pattern, self.below)
+            object.__setattr__(self, "_paths", rule)
+        return rule
 
     def matches_name(self, name: str) -> bool:
         """Whether the single component `name` matches a name pattern."""
@@ -55,9 +74,20 @@ class SensitiveRule:
 
     def covers(self, path: str) -> bool:
         """Whether the absolute `path` is one of the named paths or lies below one."""
-        if self.paths is None:
-            return False
-        return self.paths.matches_path(path.lower() if self.fold_case else path)
+        rule = self._paths
+        if rule is None:
+            if not self.below:
+                return False
+            rule = self.paths
+            assert rule is not None
+        return rule.matches_path(path.lower() if self.fold_case else path)
+
+
+@functools.lru_cache(maxsize=1024)
+def _below_rule(entry: str, below: tuple[str, ...]) -> Rule:
+    """The path rule of a path entry: one per entry and globs in the process (a frozen value,
+    shared by every sandbox that names the same paths)."""
+    return path_rule(entry, below, anchor="absolute")
 
 
 def compile_sensitive(
@@ -89,12 +119,10 @@ def compile_sensitive(
         forms |= {form + suffix for form in forms for suffix in SIDECAR_SUFFIXES}
         prefixes = globs = tuple(sorted(forms))
     below = tuple(f"{glob.strip('/')}/**" if glob.strip("/") else "**" for glob in globs)
-    return SensitiveRule(
-        pattern=entry,
-        prefixes=prefixes,
-        paths=path_rule(entry, below, anchor="absolute"),
-        fold_case=fold_case,
-    )
+    rule = SensitiveRule(pattern=entry, prefixes=prefixes, below=below, fold_case=fold_case)
+    if "[" in absolute:  # a character class may not compile: report it now, as ever
+        rule.paths  # noqa: B018
+    return rule
 
 
 class SensitivePaths:
