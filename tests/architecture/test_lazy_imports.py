@@ -210,3 +210,22 @@ def test_front_matter_is_parsed_once_a_file_is_read(tmp_path: Path) -> None:
     modules = _imported_after(code)
     assert "yaml" in modules
     assert "frontmatter" in modules
+
+
+def test_a_run_with_its_database_made_needs_no_package_metadata(tmp_path: Path) -> None:
+    """Once the session database exists (a first run made it), a run's start reads no
+    distribution metadata: `importlib.metadata` (with csv and zipfile) stays unloaded."""
+    home = tmp_path / "home"
+    home.mkdir()
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    (home / "config.toml").write_text(
+        f'[model]\nbase_url = "http://127.0.0.1:{port}/v1"\nname = "m"\napi_key_env = ""\n'
+        "[model.retry]\nmax_attempts = 1\n"
+    )
+    env = {"SOONG_AGENT_HOME": str(home), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    _cli(["run", "--path", str(tmp_path), "hello"], env)  # makes the database
+    seen = _cli(["run", "--path", str(tmp_path), "hello again"], env)
+    modules = set(seen["modules"])
+    assert "httpcore" in modules  # the request was made
+    assert _under(modules, "importlib.metadata", "frontmatter") == []
