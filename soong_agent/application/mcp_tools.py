@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.domain.config.schema import McpToolsConfig
 from soong_agent.domain.prompt import DEFERRED
+from soong_agent.ports.defaults import no_items
 from soong_agent.ports.mcp import McpCallResult, McpError, McpHub, McpTool
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolSpec
@@ -71,7 +72,7 @@ class McpArguments(BaseModel):
 class _SearchArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     names: list[str] = Field(
-        default_factory=list, description="Exact tool names to load (from the catalogue)."
+        default_factory=no_items, description="Exact tool names to load (from the catalogue)."
     )
     query: str = Field(default="", description="Words to look for in tool names and descriptions.")
 

@@ -56,6 +56,7 @@ from soong_agent.domain.memory.consolidation import (
     superseded_note,
 )
 from soong_agent.domain.skills import one_line
+from soong_agent.ports.defaults import no_items
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.memory import (
     Memory,
@@ -110,7 +111,7 @@ class ConsolidationOperation(BaseModel):
         validation_alias=AliasChoices("op", "action", "operation")
     )
     name: str = Field(min_length=1)
-    sources: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=no_items)
     category: str | None = Field(default=None, validation_alias=AliasChoices("category", "type"))
     description: str = ""
     body: str = Field(default="", validation_alias=AliasChoices("body", "content"))

@@ -51,6 +51,7 @@ from soong_agent.application.model_answers import answer_text, operations_in
 from soong_agent.application.tools.memory import memory_rejected_fields
 from soong_agent.domain.memory import NAME_RULE, MemoryPolicy
 from soong_agent.domain.skills import estimate_tokens
+from soong_agent.ports.defaults import no_items
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.events import ErrorEvent, MemoryRejected
 from soong_agent.ports.memory import (
@@ -181,7 +182,7 @@ class ExtractionReport:
     skipped: str | None = None
     failed: str | None = None
     notices: list[tuple[type[MemoryRejected] | type[ErrorEvent], dict[str, Any]]] = field(
-        default_factory=list
+        default_factory=no_items
     )
     """What the writes have to report, reported by the job once they are done."""
 

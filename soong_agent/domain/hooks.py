@@ -26,7 +26,7 @@ from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from soong_agent.domain.config.schema import _no_entries
+from soong_agent.ports.defaults import no_entries
 
 HookType = Literal[
     "pre_sampling",
@@ -138,7 +138,7 @@ class HooksFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
-    hooks: dict[str, list[HookEntry]] = Field(default_factory=_no_entries)
+    hooks: dict[str, list[HookEntry]] = Field(default_factory=no_entries)
 
     @field_validator("hooks")
     @classmethod

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_che
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from soong_agent.ports.approval import Decision
+from soong_agent.ports.defaults import no_items
 from soong_agent.ports.streaming import Usage
 
 RunStatus = Literal[
@@ -22,13 +23,8 @@ RunStatus = Literal[
 """`blocked`: a pre_sampling hook stopped the run before a model call (HOOK-1)."""
 
 
-# Default factories are plain functions: pydantic reads a factory's signature when it builds a
-# model, and that of `list` (parsed from text by the tokenizer) or of a model class costs far
-# more than a function's (as in `soong_agent.domain.config.schema`, which ports cannot import).
-def _no_items() -> list[Any]:
-    return []
-
-
+# Default factories are plain functions (see `soong_agent.ports.defaults`): pydantic reads a
+# factory's signature when it builds a model, and that of a model class costs far more.
 def _no_usage() -> Usage:
     return Usage()
 
@@ -172,7 +168,7 @@ class McpServerEvent(_Event):
     tool_count: int | None = None
     version: str | None = None
     exit_code: int | None = None
-    stderr_tail: list[str] = Field(default_factory=_no_items)
+    stderr_tail: list[str] = Field(default_factory=no_items)
     attempt: int | None = None
     backoff_s: float | None = None
     startup_ms: float | None = None
@@ -198,9 +194,9 @@ class CompactionEvent(_Event):
     strategy: str
     tokens_before: int
     tokens_after: int
-    dropped: list[str] = Field(default_factory=_no_items)
+    dropped: list[str] = Field(default_factory=no_items)
     trigger: str = "budget"
-    rungs_failed: list[str] = Field(default_factory=_no_items)
+    rungs_failed: list[str] = Field(default_factory=no_items)
 
 
 class StuckDetected(_Event):
@@ -213,7 +209,7 @@ class StuckDetected(_Event):
     action: Literal["reminder", "prune", "stop"]
     first_turn: int
     last_turn: int
-    pruned: list[str] = Field(default_factory=_no_items)
+    pruned: list[str] = Field(default_factory=no_items)
 
 
 class BudgetExhausted(_Event):
@@ -256,8 +252,8 @@ class MemoryRejected(_Event):
     source: str
     name: str
     category: str | None = None
-    codes: list[str] = Field(default_factory=_no_items)
-    reasons: list[str] = Field(default_factory=_no_items)
+    codes: list[str] = Field(default_factory=no_items)
+    reasons: list[str] = Field(default_factory=no_items)
 
 
 class MemoryRecalled(_Event):
@@ -270,7 +266,7 @@ class MemoryRecalled(_Event):
 
     type: Literal["memory_recalled"] = "memory_recalled"
     method: Literal["model", "lexical", "none"]
-    names: list[str] = Field(default_factory=_no_items)
+    names: list[str] = Field(default_factory=no_items)
     reason: str = ""
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Protocol, get_args, runtime_checkabl
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
+from soong_agent.ports.defaults import no_entries
 from soong_agent.ports.errors import UsageError
 
 MailKind = Literal[
@@ -59,7 +60,7 @@ class Mail(BaseModel):
     kind: MailKind
     body: str = ""
     data: dict[str, Any] = Field(
-        default_factory=dict,
+        default_factory=no_entries,
         description=(
             "by kind: plan_approval {approved: bool, note: str}; handoff {task, step_id, "
             "summary, artifacts: [str]}; ack {of: a mail id}"

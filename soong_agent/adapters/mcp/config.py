@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from soong_agent.domain.config.schema import _no_entries, _no_items
+from soong_agent.ports.defaults import no_entries, no_items
 from soong_agent.ports.errors import ConfigError
 from soong_agent.ports.mcp import McpServerSpec, Transport
 
@@ -53,11 +53,11 @@ class _Entry(BaseModel):
 
     transport: str | None = None
     command: str | None = None
-    args: list[str] = Field(default_factory=_no_items)
+    args: list[str] = Field(default_factory=no_items)
     url: str | None = None
-    env: dict[str, str] = Field(default_factory=_no_entries)
-    env_from: list[str] = Field(default_factory=_no_items)
-    headers: dict[str, str] = Field(default_factory=_no_entries)
+    env: dict[str, str] = Field(default_factory=no_entries)
+    env_from: list[str] = Field(default_factory=no_items)
+    headers: dict[str, str] = Field(default_factory=no_entries)
     cwd: str | None = None
 
 

@@ -26,6 +26,7 @@ from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, Tool
 from soong_agent.domain.tasks.board import BoardTask, duration, render_board, step_line
 from soong_agent.domain.tasks.names import NAME_RULE
 from soong_agent.domain.tasks.state import TaskState, fold
+from soong_agent.ports.defaults import no_items
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.system import Clock
 from soong_agent.ports.tasks import (
@@ -60,17 +61,17 @@ class TaskAddStepArgs(ToolArgs):
     step_id: str = _STEP
     title: str = Field(description="What the step does, in one line.")
     depends_on: list[str] = Field(
-        default_factory=list,
+        default_factory=no_items,
         description="Ids of steps (already added) that must be done before this one can run.",
     )
     role: str | None = Field(
         default=None, description="Teams: only a teammate of this agent definition takes it."
     )
     tools: list[str] = Field(
-        default_factory=list, description="Teams: tools a teammate needs to take it."
+        default_factory=no_items, description="Teams: tools a teammate needs to take it."
     )
     labels: list[str] = Field(
-        default_factory=list, description="Teams: labels a teammate needs to take it."
+        default_factory=no_items, description="Teams: labels a teammate needs to take it."
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from soong_agent.ports.defaults import no_entries, no_items
 from soong_agent.ports.mailbox import MAIL_KINDS
 
 _NO_TEAM = "this run is not part of a team (teams need orchestrator mode)"
@@ -24,7 +25,7 @@ class SpawnTeammateArgs(ToolArgs):
     name: str = _MEMBER
     prompt: str = Field(min_length=1, description="Its first instructions (its first mail).")
     labels: list[str] = Field(
-        default_factory=list, description="Labels of work items it may take up on its own."
+        default_factory=no_items, description="Labels of work items it may take up on its own."
     )
 
 
@@ -33,7 +34,7 @@ class SendMessageArgs(ToolArgs):
     kind: str = Field(default="message", description=f"One of: {', '.join(MAIL_KINDS)}.")
     body: str = Field(default="", description="The text of the mail.")
     data: dict[str, Any] = Field(
-        default_factory=dict,
+        default_factory=no_entries,
         description=(
             "By kind: plan_approval {approved: true|false, note}; handoff {task, step_id, "
             "summary, artifacts: [artifact ids]}; ack {of: mail id}."

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from soong_agent.domain.permissions.decision import Outcome, PermissionMode
 from soong_agent.domain.permissions.protected import DEFAULT_PROTECTED_PATHS
 from soong_agent.domain.permissions.rules import parse_rule
+from soong_agent.ports.defaults import no_entries, no_items
 
 ProviderName = Literal["openai", "anthropic", "ollama"]
 
@@ -55,14 +56,6 @@ class Section(BaseModel):
 # when it builds a model, and for `list`, `dict` or a model class that costs ~0.5–1 ms apiece
 # (a builtin's signature is parsed from text with the tokenizer; a model's is generated).
 _SectionT = TypeVar("_SectionT", bound=Section)
-
-
-def _no_items() -> list[Any]:
-    return []
-
-
-def _no_entries() -> dict[str, Any]:
-    return {}
 
 
 def _defaults(section: type[_SectionT]) -> Callable[[], _SectionT]:
@@ -231,7 +224,7 @@ class WorkerPoolConfig(Section):
     """A pool of explicitly listed workers."""
 
     pool_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    workers: list[WorkerConfig] = Field(default_factory=_no_items)
+    workers: list[WorkerConfig] = Field(default_factory=no_items)
     max_tokens: int | None = Field(default=None, gt=0)
     """Tokens the pool's workers may use together for one orchestrator session."""
     max_cost_usd: float | None = Field(default=None, gt=0)
@@ -256,7 +249,7 @@ class AgentsConfig(Section):
     max_children_per_run: int = Field(default=8, ge=0)
     default_sub_agent_definition: str = "default_sub_agent"
     default_fork_agent_definition: str = "default_fork_agent"
-    worker_pools: list[WorkerPoolConfig] = Field(default_factory=_no_items)
+    worker_pools: list[WorkerPoolConfig] = Field(default_factory=no_items)
     max_concurrent_children_per_session: int = Field(default=4, ge=1)
     default_child_timeout_ms: int = Field(default=600_000, gt=0)
     child_cancel_timeout_ms: int = Field(default=30_000, ge=0)
@@ -310,8 +303,8 @@ class PermissionsConfig(Section):
     allow_for_session_enabled: bool = True
     network_policy: Literal["allowlist", "deny"] = "allowlist"
     mode: PermissionMode = "default"
-    allow: list[PermissionRule] = Field(default_factory=_no_items)
-    deny: list[PermissionRule] = Field(default_factory=_no_items)
+    allow: list[PermissionRule] = Field(default_factory=no_items)
+    deny: list[PermissionRule] = Field(default_factory=no_items)
     protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
 
 
@@ -330,17 +323,17 @@ class HooksConfig(Section):
 class NetworkConfig(Section):
     """Where network tools may connect."""
 
-    allowed_hosts: list[str] = Field(default_factory=_no_items)
-    allowed_domains: list[str] = Field(default_factory=_no_items)
+    allowed_hosts: list[str] = Field(default_factory=no_items)
+    allowed_domains: list[str] = Field(default_factory=no_items)
 
 
 class McpToolsConfig(Section):
     """Which MCP servers and tools are used, and how long they may take."""
 
-    disabled_servers: list[str] = Field(default_factory=_no_items)
-    disabled_tools: list[str] = Field(default_factory=_no_items)
+    disabled_servers: list[str] = Field(default_factory=no_items)
+    disabled_tools: list[str] = Field(default_factory=no_items)
     """Full tool names (`mcp__git__git_push`); `*` matches any run of characters."""
-    tool_overrides: dict[str, McpToolOverride] = Field(default_factory=_no_entries)
+    tool_overrides: dict[str, McpToolOverride] = Field(default_factory=no_entries)
     discovery_cache_ttl_ms: int = Field(default=300_000, ge=0)
     startup_timeout_ms: int = Field(default=10_000, gt=0)
     """How long the first model request waits for servers still starting."""
@@ -389,8 +382,8 @@ class ToolsConfig(Section):
     """Tool limits and the sandbox."""
 
     declarative_enabled: bool = True
-    disabled: list[str] = Field(default_factory=_no_items)
-    overrides: dict[str, ToolOverride] = Field(default_factory=_no_entries)
+    disabled: list[str] = Field(default_factory=no_items)
+    overrides: dict[str, ToolOverride] = Field(default_factory=no_entries)
     allowed_write_roots: list[str] = Field(default_factory=lambda: ["<project>"])
     allow_tmp_write: bool = False
     default_timeout_ms: int = Field(default=120_000, gt=0)
@@ -422,7 +415,7 @@ class SoongConfig(Section):
 
     runtime: RuntimeConfig = Field(default_factory=_defaults(RuntimeConfig))
     model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
-    model_overrides: dict[str, ModelOverride] = Field(default_factory=_no_entries)
+    model_overrides: dict[str, ModelOverride] = Field(default_factory=no_entries)
     context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
     compact: CompactConfig = Field(default_factory=_defaults(CompactConfig))
     memory: MemoryConfig = Field(default_factory=_defaults(MemoryConfig))
