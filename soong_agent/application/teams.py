@@ -151,6 +151,9 @@ class _Team:
     shutdown: dict[str, Mail] = field(default_factory=dict)
     awaiting: set[str] = field(default_factory=set)
     offered: dict[str, set[tuple[str, str, int]]] = field(default_factory=dict)
+    sending: int = 0
+    """Mails being written whose recipient is not woken yet, and shutdowns between the member's
+    ``stopped`` and its ``shutdown_ack``: the team is not quiet while any is under way."""
     lead_rec: RunRecorder | None = None
     lead_hooks: RunHooks | None = None
     lead_wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -219,28 +222,57 @@ class TeamService:
         team = self._teams.get(team_id)
         return team is not None and any(m.status != "stopped" for m in team.members.values())
 
-    def quiet(self, team_id: str) -> bool:
-        """Every member is idle, waiting for an approval or stopped, with nothing to do."""
+    async def quiet(self, team_id: str) -> bool:
+        """Every member that has not stopped is idle or waiting for an approval, asleep, not
+        woken, with no unread mail, and no mail is on its way: nothing is left to do.
+
+        The inboxes are read only when everything else already looks quiet; a member found
+        with unread mail (one sent from another process, say) is woken and the team is not
+        quiet."""
         team = self._teams.get(team_id)
-        if team is None:
-            return True
+        return team is None or await self._quiet(team)
+
+    async def settle(self, team_id: str, *, timeout_s: float | None = None) -> bool:
+        """Wait until the team is quiet (see `quiet`); False when `timeout_s` passed first."""
+        deadline = None if timeout_s is None else self._clock.monotonic() + timeout_s
+        while not await self.quiet(team_id):
+            if deadline is not None and self._clock.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def _looks_quiet(self, team: _Team) -> bool:
+        """`quiet` as far as the team's state in memory tells (no mailbox read)."""
+        if team.sending:
+            return False
         for name, member in team.members.items():
             if member.status == "stopped":
                 continue
             if member.status not in QUIET or name not in team.sleeping:
                 return False
-            if team.wake[name].is_set():
+            wake = team.wake.get(name)
+            if wake is None or wake.is_set():
                 return False
         return True
 
-    async def settle(self, team_id: str, *, timeout_s: float | None = None) -> bool:
-        """Wait until the team is quiet (see `quiet`); False when `timeout_s` passed first."""
-        deadline = None if timeout_s is None else self._clock.monotonic() + timeout_s
-        while not self.quiet(team_id):
-            if deadline is not None and self._clock.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.05)
-        return True
+    async def _quiet(self, team: _Team) -> bool:
+        if not self._looks_quiet(team):
+            return False
+        names = [n for n, m in team.members.items() if m.status != "stopped"]
+        unread = await asyncio.to_thread(self._with_unread, team.id, names)
+        for name in unread:  # mail nobody woke it for: it is woken now
+            self._wake(team, name)
+        # still quiet after the read: a mail sent meanwhile in this process woke its member
+        return not unread and self._looks_quiet(team)
+
+    def _with_unread(self, team_id: str, names: Sequence[str]) -> list[str]:
+        return [name for name in names if self._mailbox.unread(team_id, name)]
+
+    def _wake(self, team: _Team, to: str) -> None:
+        if to == LEAD:
+            team.lead_wake.set()
+        else:
+            team.wake.setdefault(to, asyncio.Event()).set()
 
     async def close(self) -> None:
         """Stop every member loop (their runs are cancelled; sessions stay resumable)."""
@@ -298,38 +330,53 @@ class TeamService:
             self._setup(definition, None)
         except UsageError as exc:
             return ToolOutput(f"spawn_teammate: {exc}", is_error=True)
-        worktree: Worktree | None = None
-        if self._worktrees is not None and await asyncio.to_thread(self._worktrees.available):
-            try:
-                worktree = await asyncio.to_thread(self._worktrees.create, team.id, name)
-            except SoongAgentError as exc:
-                return ToolOutput(f"spawn_teammate: {exc}", is_error=True)
+        # the member joins the roster before the first await: a teammate spawned in the same
+        # batch (or any sender) can mail it at once, its name is taken, and the team is not
+        # quiet (it is not asleep) until its loop has looked at its first mail
         member = Member(
-            name=name,
-            role=definition,
-            session_id=self._ids.new_id("ses"),
-            labels=tuple(labels),
-            worktree=worktree.path if worktree is not None else None,
+            name=name, role=definition, session_id=self._ids.new_id("ses"), labels=tuple(labels)
         )
         team.members[name] = member
-        await self._save(team)
-        if await self._store.get_mark(team.id, ORCHESTRATOR_MARK) is None:  # resumes as lead
-            await self._store.set_mark(team.id, ORCHESTRATOR_MARK, "1", previous=None)
-        first = Mail(
-            id=self._ids.new_id("mail"),
-            at=self._clock.now(),
-            sender=LEAD,
-            to=name,
-            kind="message",
-            body=prompt,
-        )
-        await asyncio.to_thread(self._mailbox.send, team.id, first)
+        team.wake.setdefault(name, asyncio.Event())
+        team.offered.setdefault(name, set())
+        worktree: Worktree | None = None
+        try:
+            if self._worktrees is not None and await asyncio.to_thread(self._worktrees.available):
+                try:
+                    worktree = await asyncio.to_thread(self._worktrees.create, team.id, name)
+                except SoongAgentError as exc:
+                    self._unreserve(team, name)
+                    return ToolOutput(f"spawn_teammate: {exc}", is_error=True)
+            member.worktree = worktree.path if worktree is not None else None
+            await self._save(team)
+            if await self._store.get_mark(team.id, ORCHESTRATOR_MARK) is None:  # resumes as lead
+                await self._store.set_mark(team.id, ORCHESTRATOR_MARK, "1", previous=None)
+            first = Mail(
+                id=self._ids.new_id("mail"),
+                at=self._clock.now(),
+                sender=LEAD,
+                to=name,
+                kind="message",
+                body=prompt,
+            )
+            await asyncio.to_thread(self._mailbox.send, team.id, first)
+        except BaseException:
+            self._unreserve(team, name)
+            raise
         self._changed(team, member, "joined the team")
         self._start_loop(team, name)
         where = f", working in {worktree.path}" if worktree is not None else ""
         return ToolOutput(
             f"teammate {name} ({definition}) joined the team{where}; session {member.session_id}"
         )
+
+    def _unreserve(self, team: _Team, name: str) -> None:
+        """Take back a spawn that failed before the member's loop started (nothing was mailed
+        to it that anyone may expect an answer to: its inbox is left as it is)."""
+        team.members.pop(name, None)
+        team.wake.pop(name, None)
+        team.offered.pop(name, None)
+        team.lead_wake.set()
 
     async def send(
         self, team: _Team, sender: str, to: str, kind: str, body: str, data: dict[str, Any]
@@ -361,16 +408,16 @@ class TeamService:
             moved = await self._hand_off(team, sender, to, payload)
             if isinstance(moved, ToolOutput):
                 return moved
+        team.sending += 1  # from the write to the wake-up, the team is not quiet
         try:
             sent = await asyncio.to_thread(self._mailbox.send, team.id, mail)
         except MailRefused as exc:
             return ToolOutput(f"send_message: {exc}", is_error=True)
+        finally:
+            team.sending -= 1
+            self._wake(team, to)  # the mail, if written, is found; if not, nothing is lost
         if sender != LEAD and kind == "plan_approval_request":
             team.awaiting.add(sender)
-        if to == LEAD:
-            team.lead_wake.set()
-        else:
-            team.wake[to].set()
         return ToolOutput(f"mail {sent.id} ({kind}) sent to {to}")
 
     async def _hand_off(
@@ -423,16 +470,19 @@ class TeamService:
     async def lead_wait(self, team: _Team, timeout_s: float) -> ToolOutput:
         deadline = self._clock.monotonic() + timeout_s
         while True:
+            team.lead_wake.clear()  # before looking: whatever happens after it wakes the wait
+            # quiet first, the lead's inbox then: a mail a member sent before the team was
+            # quiet is in the inbox by now, so "every teammate is idle" never hides one
+            quiet = await self._quiet(team)
             mails = await asyncio.to_thread(self._mailbox.unread, team.id, LEAD)
             if mails:
                 await asyncio.to_thread(self._mailbox.mark_read, team.id, LEAD, mails[-1].seq)
                 return ToolOutput(render_mails(mails))
-            if self.quiet(team.id) and team.members:
+            if quiet and team.members:
                 return ToolOutput("No mail; every teammate is idle.\n" + self.status_text(team))
             left = deadline - self._clock.monotonic()
             if left <= 0:
                 return ToolOutput("No mail yet (timed out).\n" + self.status_text(team))
-            team.lead_wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(team.lead_wake.wait(), timeout=min(left, 0.2))
 
@@ -711,12 +761,17 @@ class TeamService:
             body=f"{member.name} stopped",
             data={"of": request.id},
         )
-        await asyncio.to_thread(self._mailbox.send, team.id, ack)
-        if request.sender == LEAD:
-            team.lead_wake.set()
-        elif request.sender in team.wake:
-            team.wake[request.sender].set()
-        await self._set(team, member, "stopped", None, reason="shut down on request")
+        # the member is stopped (in the roster, and as a team_changed event) before its ack is
+        # in the inbox; from then until the ack is written the team is not quiet
+        team.sending += 1
+        try:
+            try:
+                await self._set(team, member, "stopped", None, reason="shut down on request")
+            finally:  # acknowledged even when the roster could not be saved
+                await asyncio.to_thread(self._mailbox.send, team.id, ack)
+        finally:
+            team.sending -= 1
+            self._wake(team, request.sender)
         if self._worktrees is not None and member.worktree is not None:
             diff = await asyncio.to_thread(self._worktrees.diff, member.name)
             if not diff.strip():  # nothing left to review: the worktree goes

@@ -64,18 +64,23 @@ async def test_teammates_talk_a_plan_is_approved_and_shutdown_is_acknowledged(
                 call("send_message", to="bob", kind="message", body="hello bob, from alice"),
                 ScriptedResponse.text("greeted"),
             ),
-            "bob: wait for alice": steps(ScriptedResponse.text("waiting for alice")),
+            # before bob's own prompt: alice's mail may reach bob's inbox before bob's first
+            # round reads it, and then bob's first run has both mails and answers alice's
             "hello bob, from alice": steps(
                 call(
                     "send_message", to="lead", kind="plan_approval_request", body="plan: refactor"
                 ),
                 ScriptedResponse.text("asked the lead"),
             ),
+            "bob: wait for alice": steps(ScriptedResponse.text("waiting for alice")),
             "plan_approval]": bob_after_approval,
             "lead the team": steps(
                 ScriptedResponse.tool_calls(
                     spawn("alice", "alice: greet bob"), spawn("bob", "bob: wait for alice")
                 ),
+                call("team_wait", timeout_s=20),
+                # until the team is quiet: bob's run has ended and bob waits for the approval (an
+                # approval sent at once may reach bob in that run, and then it never waits)
                 call("team_wait", timeout_s=20),
                 call("send_message", to="bob", kind="plan_approval", data={"approved": True}),
                 call("team_wait", timeout_s=20),
@@ -101,7 +106,12 @@ async def test_teammates_talk_a_plan_is_approved_and_shutdown_is_acknowledged(
     lead_calls = [c for c in model.calls if last_user_text(c) == "lead the team"]
     waited = tool_result_texts(lead_calls[2])[-1]
     assert "from bob, plan_approval_request" in waited and "plan: refactor" in waited
-    assert "bob: plan approved, done" in tool_result_texts(lead_calls[4])[-1]
+    quiet = tool_result_texts(lead_calls[3])[-1]
+    assert (
+        "every teammate is idle" in quiet
+        and "bob (default_worker_agent): waiting_approval" in quiet
+    )
+    assert "bob: plan approved, done" in tool_result_texts(lead_calls[5])[-1]
     bob_approved = next(c for c in model.calls if "plan_approval]" in last_user_text(c))
     assert '"approved": true' in last_user_text(bob_approved)
     assert roster == {"alice": "stopped", "bob": "stopped"}
