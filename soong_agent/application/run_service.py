@@ -5,17 +5,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.child_runs import ORCHESTRATOR_MARK, ChildRuns
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.mcp_tools import loaded_in
-from soong_agent.application.memory_consolidation import MemoryConsolidation
-from soong_agent.application.memory_extraction import MemoryExtraction
 from soong_agent.application.memory_recall import MemoryRecall
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
-from soong_agent.application.teams import Seat, TeamService
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
@@ -30,6 +28,11 @@ from soong_agent.ports.events import (
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import RunInfo, SessionInfo
+
+if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
+    from soong_agent.application.memory_consolidation import MemoryConsolidation
+    from soong_agent.application.memory_extraction import MemoryExtraction
+    from soong_agent.application.teams import Seat, TeamService
 
 
 class RunService:
@@ -48,7 +51,7 @@ class RunService:
         root: RunSpec,
         *,
         recall: MemoryRecall | None = None,
-        extraction: MemoryExtraction | None = None,
+        extraction: MemoryExtraction | Callable[[], MemoryExtraction | None] | None = None,
         presets: Callable[[str], RunSpec] | None = None,
         consolidation: MemoryConsolidation | None = None,
         children: ChildRuns | None = None,
@@ -65,7 +68,12 @@ class RunService:
         self._consolidation = consolidation
         self._background: set[asyncio.Task[object]] = set()
         self.recall = recall
-        self.extraction = extraction
+        self._extraction: MemoryExtraction | None = None
+        self._extraction_of: Callable[[], MemoryExtraction | None] | None = None
+        if callable(extraction):  # made at the end of the first run (see `extraction`)
+            self._extraction_of = extraction
+        else:
+            self._extraction = extraction
         self._grants: dict[str, SessionGrants] = {}
         self._active: dict[str, int] = {}  # runs in progress per session
 
@@ -77,6 +85,19 @@ class RunService:
         if self._presets is None:
             raise UsageError("agent presets are not available in this runtime")
         return self._presets(agent)
+
+    @property
+    def extraction(self) -> MemoryExtraction | None:
+        """The runtime's memory extraction job (MEM-3), made when first needed: at the end of
+        the first run (a run's start has nothing to hear from a job that never ran)."""
+        if self._extraction is None and self._extraction_of is not None:
+            self._extraction = self._extraction_of()
+            self._extraction_of = None
+        return self._extraction
+
+    @extraction.setter
+    def extraction(self, job: MemoryExtraction | None) -> None:
+        self._extraction, self._extraction_of = job, None
 
     @property
     def teams(self) -> TeamService | None:
@@ -223,8 +244,8 @@ class RunService:
                 assembled.recorder.event(PlanModeChanged, **changed)
         elif plan_mode:
             raise UsageError("plan mode needs the plan tools, which this runtime does not have")
-        if self.extraction is not None:
-            for notice in self.extraction.run_started(session.id):
+        if self._extraction is not None:  # (not made yet: no notice, no idle wait to end)
+            for notice in self._extraction.run_started(session.id):
                 assembled.recorder.event(notice.event, **notice.fields)
         task = asyncio.create_task(
             assembled.loop.run(assembled.recorder, message, resumed=session_id is not None),
@@ -233,14 +254,16 @@ class RunService:
         self._active[session.id] = self._active.get(session.id, 0) + 1
         task.add_done_callback(lambda _: self._run_ended(session.id))
         self._consolidate_when_due()
-        extraction = self.extraction
-        if extraction is not None:  # before attach: the job starts before a waiter resumes
+        if self._extraction is not None or self._extraction_of is not None:
+            # before attach: the job starts before a waiter resumes
             recorder = assembled.recorder
             fresh = session_id is None  # every message of a new session is in its history
 
             def ended(_: object) -> None:
-                whole = fresh and not recorder.rewritten
-                extraction.run_ended(session.id, recorder.history if whole else None)
+                extraction = self.extraction
+                if extraction is not None:
+                    whole = fresh and not recorder.rewritten
+                    extraction.run_ended(session.id, recorder.history if whole else None)
 
             task.add_done_callback(ended)
         assembled.run.attach(task)

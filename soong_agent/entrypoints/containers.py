@@ -225,7 +225,7 @@ class Services(containers.DeclarativeContainer):
         assembler,
         root_spec,
         recall=memory_recall,
-        extraction=memory_extraction,
+        extraction=memory_extraction.provider,  # made at the end of the first run
         consolidation=memory_consolidation,
         presets=providers.Callable(factories.agent_presets, loaded, root_spec),
         children=child_runs,

@@ -21,6 +21,7 @@ from soong_agent.application.memory_extraction import (
     parse_operations,
     pending_messages,
 )
+from soong_agent.application.run_service import RunService
 from soong_agent.domain.memory import MemoryPolicy
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.events import ErrorEvent, MemoryRejected, RunEvent
@@ -406,6 +407,28 @@ async def test_a_new_sessions_first_run_that_is_due_is_extracted_at_once() -> No
     await extraction.join()
     assert len(model.calls) == 1 and "word word" in sent_text(model.calls[0])
     await extraction.aclose()
+
+
+async def test_a_job_given_as_a_factory_is_made_at_the_end_of_the_first_run() -> None:
+    h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
+    model = ScriptedModel([ops(PREFER_TABS)])
+    made: list[MemoryExtraction] = []
+
+    def make() -> MemoryExtraction:
+        made.append(extraction_over(h.store, model, every_messages=1, idle_seconds=3600))
+        return made[-1]
+
+    service = RunService(h.service._assembler, h.service._root, extraction=make)
+    run = await service.start(TABS)
+    assert made == []  # nothing of the job is made (or imported) before the run's request
+    assert (await run.wait()).ok
+    assert len(made) == 1 and service.extraction is made[0]
+    await made[0].join()  # due after one message: extracted
+    again = await service.start("more", session_id=run.session_id)
+    assert (await again.wait()).ok
+    assert len(made) == 1  # one job for the runtime
+    await made[0].aclose(timeout_s=30)
+    assert len(model.calls) == 1
 
 
 async def test_a_new_run_cancels_the_idle_wait() -> None:
