@@ -411,7 +411,7 @@ async def test_a_new_sessions_first_run_that_is_due_is_extracted_at_once() -> No
 
 async def test_a_job_given_as_a_factory_is_made_at_the_end_of_the_first_run() -> None:
     h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
-    model = ScriptedModel([ops(PREFER_TABS)])
+    model = ScriptedModel([ops(PREFER_TABS)], default=ops())
     made: list[MemoryExtraction] = []
 
     def make() -> MemoryExtraction:
@@ -426,9 +426,10 @@ async def test_a_job_given_as_a_factory_is_made_at_the_end_of_the_first_run() ->
     await made[0].join()  # due after one message: extracted
     again = await service.start("more", session_id=run.session_id)
     assert (await again.wait()).ok
-    assert len(made) == 1  # one job for the runtime
+    assert len(made) == 1  # one job for the runtime, which hears of every later run
     await made[0].aclose(timeout_s=30)
-    assert len(model.calls) == 1
+    assert [sent_text(c).count("[1]") for c in model.calls] == [1, 1]
+    assert "more" in sent_text(model.calls[1])
 
 
 async def test_a_new_run_cancels_the_idle_wait() -> None:
