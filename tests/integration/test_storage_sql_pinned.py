@@ -49,6 +49,12 @@ def test_pinned_sql_is_what_sqlalchemy_compiles() -> None:
         assert pinned == compiled[name], f"sql.{name} differs from the tables:\n{diff}"
 
 
+def test_the_pinned_ddl_is_what_sqlalchemy_compiles() -> None:
+    compiled = tables.schema_ddl()
+    diff = "\n".join(difflib.unified_diff(list(sql.SCHEMA_DDL), compiled, lineterm=""))
+    assert list(sql.SCHEMA_DDL) == compiled, f"sql.SCHEMA_DDL differs from the tables:\n{diff}"
+
+
 def test_the_schema_version_is_the_one_the_stores_check() -> None:
     assert tables.SCHEMA_VERSION == sql.SCHEMA_VERSION >= 1
 

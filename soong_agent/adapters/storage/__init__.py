@@ -1,7 +1,7 @@
 """Session storage in SQLite (CTX-1): plain `sqlite3` at run time, the schema declared in sqlmodel.
 
-Importing this package is cheap, and so is opening an existing database: sqlalchemy/sqlmodel load
-only when a database has to be created (`tables.py`).
+Importing this package is cheap, and so are opening and creating a database: the stores run
+pinned SQL (`sql.py`), which tests keep equal to what sqlalchemy compiles from `tables.py`.
 """
 
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore

@@ -1,8 +1,9 @@
 """The SQL the SQLite stores run, as text, and the rows it reads and writes (no SQLAlchemy).
 
 The statements below are pinned copies of what SQLAlchemy compiles from the sqlmodel tables of
-`tables.py` (`tables.compiled_statements()`, same names); `tests/integration/
-test_storage_sql_pinned.py` fails when they drift apart, so a change to a table starts there.
+`tables.py` (`tables.compiled_statements()`, same names; `SCHEMA_DDL`, `tables.schema_ddl()`);
+`tests/integration/test_storage_sql_pinned.py` fails when they drift apart, so a change to a
+table starts there.
 They run on a plain `sqlite3` connection with named parameters: importing sqlalchemy/sqlmodel
 (~0.3 s) is left to the rare database that has to be created. `PATH_SQL` and `PATH_TO_SQL`, the
 recursive walks of the active path, are written by hand (the same test runs them against a
@@ -30,6 +31,98 @@ SCHEMA_VERSION = 2
 
 2 added `session_marks`; a version-1 database gets it when first opened (every table is created
 `IF NOT EXISTS`)."""
+
+SCHEMA_DDL: tuple[str, ...] = (
+    (
+        "CREATE TABLE IF NOT EXISTS sessions (\n"
+        "\tid VARCHAR NOT NULL, \n"
+        "\tproject_dir VARCHAR NOT NULL, \n"
+        "\ttitle VARCHAR NOT NULL, \n"
+        "\tagent VARCHAR, \n"
+        "\tactive_leaf_id VARCHAR, \n"
+        "\tparent_session_id VARCHAR, \n"
+        "\tcreated_at FLOAT NOT NULL, \n"
+        "\tupdated_at FLOAT NOT NULL, \n"
+        "\tPRIMARY KEY (id)\n"
+        ")"
+    ),
+    "CREATE INDEX IF NOT EXISTS ix_sessions_updated_at ON sessions (updated_at)",
+    (
+        "CREATE TABLE IF NOT EXISTS artifacts (\n"
+        "\tid VARCHAR NOT NULL, \n"
+        "\tsession_id VARCHAR NOT NULL, \n"
+        "\trun_id VARCHAR, \n"
+        "\tfilename VARCHAR NOT NULL, \n"
+        "\tsize INTEGER NOT NULL, \n"
+        "\tsha256 VARCHAR NOT NULL, \n"
+        "\tpreview TEXT DEFAULT '' NOT NULL, \n"
+        "\tcreated_at FLOAT NOT NULL, \n"
+        "\tPRIMARY KEY (id), \n"
+        "\tFOREIGN KEY(session_id) REFERENCES sessions (id)\n"
+        ")"
+    ),
+    "CREATE INDEX IF NOT EXISTS ix_artifacts_session ON artifacts (session_id)",
+    (
+        "CREATE TABLE IF NOT EXISTS messages (\n"
+        "\tordinal INTEGER NOT NULL, \n"
+        "\tid VARCHAR NOT NULL, \n"
+        "\tsession_id VARCHAR NOT NULL, \n"
+        "\tparent_id VARCHAR, \n"
+        "\tparent_ordinal INTEGER, \n"
+        "\trole VARCHAR NOT NULL, \n"
+        "\tkind VARCHAR NOT NULL, \n"
+        "\tcontent TEXT NOT NULL, \n"
+        "\tcreated_at FLOAT NOT NULL, \n"
+        "\tPRIMARY KEY (ordinal), \n"
+        "\tCONSTRAINT uq_messages_session_id UNIQUE (session_id, id), \n"
+        "\tFOREIGN KEY(session_id) REFERENCES sessions (id)\n"
+        ")"
+    ),
+    "CREATE INDEX IF NOT EXISTS ix_messages_id ON messages (id)",
+    "CREATE INDEX IF NOT EXISTS ix_messages_session_ordinal ON messages (session_id, ordinal)",
+    (
+        "CREATE TABLE IF NOT EXISTS runs (\n"
+        "\tid VARCHAR NOT NULL, \n"
+        "\tsession_id VARCHAR NOT NULL, \n"
+        "\tstatus VARCHAR NOT NULL, \n"
+        "\tmodel VARCHAR NOT NULL, \n"
+        "\treason VARCHAR, \n"
+        "\tstarted_at FLOAT NOT NULL, \n"
+        "\tfinished_at FLOAT, \n"
+        "\tPRIMARY KEY (id), \n"
+        "\tFOREIGN KEY(session_id) REFERENCES sessions (id)\n"
+        ")"
+    ),
+    "CREATE INDEX IF NOT EXISTS ix_runs_session_started ON runs (session_id, started_at)",
+    (
+        "CREATE TABLE IF NOT EXISTS session_marks (\n"
+        "\tsession_id VARCHAR NOT NULL, \n"
+        '\t"key" VARCHAR NOT NULL, \n'
+        "\tvalue VARCHAR NOT NULL, \n"
+        "\tupdated_at FLOAT NOT NULL, \n"
+        '\tPRIMARY KEY (session_id, "key"), \n'
+        "\tFOREIGN KEY(session_id) REFERENCES sessions (id)\n"
+        ")"
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS events (\n"
+        "\tid INTEGER NOT NULL, \n"
+        "\trun_id VARCHAR NOT NULL, \n"
+        "\tsession_id VARCHAR NOT NULL, \n"
+        "\tseq INTEGER NOT NULL, \n"
+        "\ttype VARCHAR NOT NULL, \n"
+        "\tpayload TEXT NOT NULL, \n"
+        "\tat FLOAT NOT NULL, \n"
+        "\tPRIMARY KEY (id), \n"
+        "\tCONSTRAINT uq_events_run_seq UNIQUE (run_id, seq), \n"
+        "\tFOREIGN KEY(run_id) REFERENCES runs (id)\n"
+        ")"
+    ),
+)
+"""`CREATE TABLE/INDEX IF NOT EXISTS` for every table and index, in dependency order: a pinned
+copy of `tables.schema_ddl()`, so that creating a database imports no SQLAlchemy either (~0.3 s
+of a new home's first run)."""
+
 
 # --- writes --------------------------------------------------------------------------------------
 

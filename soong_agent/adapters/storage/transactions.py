@@ -1,9 +1,9 @@
 """Opening, transactions and schema creation shared by the SQLite session and artifact stores.
 
 Everything here works on a plain `sqlite3` connection in autocommit mode (`isolation_level=None`):
-writes are explicit `BEGIN IMMEDIATE` … `COMMIT`/`ROLLBACK`, reads are single statements. The
-schema declarations (`tables.py`, sqlmodel) are imported only when `PRAGMA user_version` says the
-database still has to be created.
+writes are explicit `BEGIN IMMEDIATE` … `COMMIT`/`ROLLBACK`, reads are single statements. A
+database is created from the pinned DDL of `sql.py`; the schema declarations (`tables.py`,
+sqlmodel) are never imported at run time, only by the tests that keep the pins honest.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from soong_agent.adapters.storage.sql import SCHEMA_VERSION
+from soong_agent.adapters.storage.sql import SCHEMA_DDL, SCHEMA_VERSION
 from soong_agent.ports.errors import UsageError
 
 BEGIN_ATTEMPTS = 5
@@ -77,17 +77,19 @@ def _refuse_newer(version: int, path: Path) -> None:
 def ensure_schema(conn: sqlite3.Connection, path: Path) -> None:
     """Create the tables once; two processes may race to do it, and a newer file is refused.
 
-    Only a database below `SCHEMA_VERSION` imports `tables` (sqlmodel, sqlalchemy).
+    The DDL is the pinned copy in `sql.SCHEMA_DDL` (of `tables.schema_ddl()`): creating a
+    database imports no sqlmodel or sqlalchemy.
     """
     version = user_version(conn)
     _refuse_newer(version, path)
     if version == SCHEMA_VERSION:
         return
-    from soong_agent.adapters.storage import tables  # imported before taking the write lock
 
     def create(c: sqlite3.Connection) -> None:
         if user_version(c) < SCHEMA_VERSION:  # another process may have created it meanwhile
-            tables.create_schema(c)
+            for ddl in SCHEMA_DDL:
+                c.execute(ddl)
+            c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     try:  # BEGIN IMMEDIATE serialises two processes creating the schema at once
         write(conn, create)
