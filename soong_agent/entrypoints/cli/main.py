@@ -417,10 +417,12 @@ def skills_list(path: PathOption = None) -> None:
 
 def main() -> None:
     """Console-script entry point: runs the command, then exits without interpreter teardown."""
+    from soong_agent.entrypoints.cli import code_cache
     from soong_agent.entrypoints.cli.common import exit_now
     from soong_agent.entrypoints.cli.pydantic_plugins import skip_empty_plugin_search
 
     skip_empty_plugin_search()
+    compiled = code_cache.start()
     try:
         app()
         code = 0
@@ -430,6 +432,7 @@ def main() -> None:
         else:
             sys.stderr.write(f"{exc.code}\n")
             code = 1
+    compiled.save()
     exit_now(code)
 
 
