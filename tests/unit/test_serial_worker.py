@@ -3,10 +3,12 @@ at close or at interpreter exit."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import subprocess
 import sys
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,36 @@ def test_work_queued_just_before_the_interpreter_exits_is_still_done(tmp_path: P
     )
     assert done.returncode == 0, done.stderr
     assert out.read_text() == "late commit"
+
+
+class _Payload:
+    """Something a call is handed (a result list, say), watched through a weak reference."""
+
+
+def test_the_thread_keeps_nothing_of_a_finished_call() -> None:
+    worker = SerialWorker("soong-test")
+    done = threading.Event()
+    payload = _Payload()
+    watch = weakref.ref(payload)
+    worker.submit(lambda p: done.set(), payload)
+    assert done.wait(10)
+    del payload
+    for _ in range(100):  # the thread drops the call once it has run (no sleep needed mostly)
+        gc.collect()
+        if watch() is None:
+            break
+        threading.Event().wait(0.01)
+    assert watch() is None
+    worker.stop()
+
+
+def test_a_worker_dropped_without_stop_ends_its_thread() -> None:
+    worker = SerialWorker("soong-dropped")
+    ran = threading.Event()
+    worker.submit(ran.set)
+    assert ran.wait(10)
+    thread = next(t for t in threading.enumerate() if t.name == "soong-dropped")
+    del worker
+    gc.collect()
+    thread.join(10)
+    assert not thread.is_alive()

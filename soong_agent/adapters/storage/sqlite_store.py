@@ -387,5 +387,7 @@ class SqliteSessionStore:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._worker.submit(_settle, loop, done, self._db.close)
-        await done
-        self._worker.stop()  # its queue is empty now: the thread ends at once
+        try:
+            await asyncio.shield(done)  # a cancelled close still closes the connection …
+        finally:
+            self._worker.stop()  # … and ends the thread (after the queued calls)

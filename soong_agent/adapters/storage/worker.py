@@ -33,6 +33,9 @@ class SerialWorker:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._stopped = False
+        # a worker dropped without `stop` (a store never closed) still ends its thread: the
+        # thread holds the queue only, never the worker
+        weakref.finalize(self, self._queue.put, None)
 
     def submit(self, fn: Callable[..., object], *args: Any) -> None:
         """Queue `fn(*args)`; it should handle its own errors (one that escapes is logged).
@@ -47,18 +50,12 @@ class SerialWorker:
         with self._start_lock:
             if self._thread is not None:
                 return
-            thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+            thread = threading.Thread(
+                target=_serve, args=(self._queue, self.name), name=self.name, daemon=True
+            )
             _LIVE.add(self)
             thread.start()
             self._thread = thread
-
-    def _serve(self) -> None:
-        while (call := self._queue.get()) is not None:
-            fn, args = call
-            try:
-                fn(*args)
-            except BaseException:  # the call's own handling failed: said, and the worker goes on
-                log.exception("%s: a call failed outside its own error handling", self.name)
 
     def stop(self) -> None:
         """Run what is queued, then end the thread and wait for it (idempotent)."""
@@ -71,6 +68,21 @@ class SerialWorker:
             if thread is not threading.current_thread():
                 thread.join()
         _LIVE.discard(self)
+
+
+def _serve(calls: queue.SimpleQueue[_Call | None], name: str) -> None:
+    """The worker thread: each call in turn, until the end (None) comes."""
+    while (call := calls.get()) is not None:
+        _run(call, name)
+        del call  # what the call held (its arguments, its result) is not kept while idle
+
+
+def _run(call: _Call, name: str) -> None:
+    fn, args = call
+    try:
+        fn(*args)
+    except BaseException:  # the call's own handling failed: said, and the worker goes on
+        log.exception("%s: a call failed outside its own error handling", name)
 
 
 @atexit.register
