@@ -8,6 +8,7 @@ import types
 from typing import Any
 
 _WIRING = "dependency_injector.wiring"
+_CLI = "soong_agent.entrypoints.cli.main"  # imported: this process is the command line
 
 
 def _wiring_call(name: str) -> Any:
@@ -33,10 +34,15 @@ def _import_dependency_injector() -> None:
     stand_in.wire = _wiring_call("wire")  # type: ignore[attr-defined]
     stand_in.unwire = _wiring_call("unwire")  # type: ignore[attr-defined]
     sys.modules[_WIRING] = stand_in
-    # `providers` imports PyYAML, when installed, for `Configuration.from_yaml`, which we never
-    # use (~10 ms, 15 modules): it is kept out while `providers` loads (it then takes PyYAML
-    # for absent) and the real one is imported as usual by whoever needs it later
-    hide_yaml = "yaml" not in sys.modules and "dependency_injector.providers" not in sys.modules
+    # `providers` imports PyYAML, when installed, for `Configuration.from_yaml` (~10 ms, 15
+    # modules). The command line never uses it: there it is kept out while `providers` loads,
+    # which then takes PyYAML for absent for good (the real one is imported as usual by whoever
+    # needs it later). An application using the SDK may use `from_yaml` itself: it is left be.
+    hide_yaml = (
+        _CLI in sys.modules
+        and "yaml" not in sys.modules
+        and "dependency_injector.providers" not in sys.modules
+    )
     if hide_yaml:
         sys.modules["yaml"] = None  # type: ignore[assignment]
     try:

@@ -126,6 +126,24 @@ def test_dependency_injector_loads_without_wiring_and_wiring_still_works() -> No
     assert "dependency_injector.wiring" in modules
 
 
+def test_an_sdk_application_keeps_dependency_injectors_yaml_support(tmp_path: Path) -> None:
+    # only the command line keeps PyYAML out of dependency-injector's providers
+    config = tmp_path / "app.yml"
+    config.write_text("answer: 42\n")
+    code = textwrap.dedent(
+        f"""
+        from soong_agent import AgentRuntime
+        from soong_agent.entrypoints.containers import SdkContainer
+        from dependency_injector import providers
+
+        settings = providers.Configuration()
+        settings.from_yaml({str(config)!r})
+        assert settings.answer() == 42, settings()
+        """
+    )
+    assert "yaml" in _imported_after(code)
+
+
 def test_run_imports_only_what_its_first_request_needs(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -4,6 +4,7 @@ without it, a second process reuses what the first compiled, and a bad cache cos
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -119,3 +120,23 @@ def test_the_file_is_per_interpreter_in_the_users_cache_folder() -> None:
     )
     home = Path(f"/home/u/.cache/soong-agent/dataclasses.{tag}.marshal")
     assert cache_path({}, "/home/u") == home
+
+
+def test_a_cache_file_of_another_user_is_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "dataclasses.marshal"
+    mine = DataclassCodeCache(path)
+    mine.exec("x = 1", {}, {})
+    mine.save()
+    monkeypatch.setattr("os.getuid", lambda: os.stat(path).st_uid + 1)  # someone else's file
+    other = DataclassCodeCache(path)
+    other.load()
+    assert other.known == {}
+
+
+def test_a_relative_cache_home_is_ignored() -> None:
+    tag = sys.implementation.cache_tag
+    assert cache_path({"XDG_CACHE_HOME": "rel/dir"}, "/home/u") == Path(
+        f"/home/u/.cache/soong-agent/dataclasses.{tag}.marshal"
+    )

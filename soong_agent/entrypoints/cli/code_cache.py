@@ -16,6 +16,7 @@ one that cannot be written only costs the next start the compiling.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import importlib.util
 import marshal
@@ -27,6 +28,9 @@ from types import CodeType
 from typing import Any
 
 _HEADER = b"soong-agent dataclass code\n" + importlib.util.MAGIC_NUMBER
+_MAX_ENTRIES = 20_000
+"""Past this (texts of dataclasses long gone, after many upgrades), a save keeps only what
+this process used and compiled."""
 
 
 class DataclassCodeCache:
@@ -36,12 +40,17 @@ class DataclassCodeCache:
         self.path = path
         self.known: dict[str, CodeType] = {}
         self.new: dict[str, CodeType] = {}
+        self.used: set[str] = set()
 
     def load(self) -> None:
         """Read the file, if there is a usable one (another version's or a damaged one is
         ignored and replaced at the next `save`)."""
         try:
-            data = self.path.read_bytes()
+            with open(self.path, "rb") as file:
+                # code is run from it: only a file of this user's is trusted
+                if hasattr(os, "getuid") and os.fstat(file.fileno()).st_uid != os.getuid():
+                    return
+                data = file.read()
         except OSError:  # none yet, or unreadable: start empty
             return
         if not data.startswith(_HEADER):
@@ -59,7 +68,9 @@ class DataclassCodeCache:
         """`exec`, with the code of a source text compiled once across runs."""
         if isinstance(source, str):
             code = self.known.get(source) or self.new.get(source)
-            if code is None:
+            if code is not None:
+                self.used.add(source)
+            else:
                 # as `exec` would compile it there: no future flag of this module inherited
                 code = compile(source, "<string>", "exec", dont_inherit=True)
                 self.new[source] = code
@@ -76,20 +87,30 @@ class DataclassCodeCache:
         if not self.new:
             return
         table = {**self.known, **self.new}
+        if len(table) > _MAX_ENTRIES:
+            table = {k: v for k, v in table.items() if k in self.used or k in self.new}
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".dataclasses-")
+        except OSError:  # a read-only cache folder: the next start compiles again
+            return
+        try:
             with os.fdopen(fd, "wb") as out:
                 out.write(_HEADER + marshal.dumps(table))
             os.replace(tmp, self.path)
-        except OSError:  # a read-only or full cache folder: the next start compiles again
+        except OSError:  # a full disk, say: nothing half-written is left behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
             return
         self.known, self.new = table, {}
 
 
 def cache_path(env: dict[str, str] | os._Environ[str], user_home: str) -> Path:
-    """The cache file of this interpreter: `$XDG_CACHE_HOME` (else `~/.cache`)/soong-agent/."""
-    folder = env.get("XDG_CACHE_HOME") or os.path.join(user_home, ".cache")
+    """The cache file of this interpreter: `$XDG_CACHE_HOME` (else `~/.cache`)/soong-agent/;
+    a relative `XDG_CACHE_HOME` is ignored, as the XDG rules say."""
+    folder = env.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(folder):
+        folder = os.path.join(user_home, ".cache")
     tag = sys.implementation.cache_tag or "python"
     return Path(folder) / "soong-agent" / f"dataclasses.{tag}.marshal"
 
