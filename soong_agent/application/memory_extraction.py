@@ -242,8 +242,10 @@ class MemoryExtraction:
         self._jobs: set[asyncio.Task[None]] = set()
         self._idle: dict[str, float] = {}
         """The sessions waiting to be idle and when (loop time) they will be, oldest first:
-        every wait lasts `idle_seconds`, so one timer, set for the first of them, serves all (a
-        runtime serving thousands of sessions keeps a dict entry for each, not a timer)."""
+        every wait lasts `settings.idle_seconds` (fixed for the job's life: a changed value
+        would only take effect after the waits already running), so the deadlines come in the
+        order of the entries and one timer, set for the first of them, serves all (a runtime
+        serving thousands of sessions keeps a dict entry for each, not a timer)."""
         self._idle_timer: asyncio.TimerHandle | None = None
         self._writing: set[asyncio.Future[ExtractionReport]] = set()
         self._swept = False

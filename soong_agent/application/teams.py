@@ -154,6 +154,8 @@ class _Team:
     sending: int = 0
     """Mails being written whose recipient is not woken yet, and shutdowns between the member's
     ``stopped`` and its ``shutdown_ack``: the team is not quiet while any is under way."""
+    joining: set[str] = field(default_factory=set)
+    """Members whose spawn is under way (in `members`, not yet in the saved roster)."""
     lead_rec: RunRecorder | None = None
     lead_hooks: RunHooks | None = None
     lead_wake: asyncio.Event = field(default_factory=asyncio.Event)
@@ -337,6 +339,7 @@ class TeamService:
             name=name, role=definition, session_id=self._ids.new_id("ses"), labels=tuple(labels)
         )
         team.members[name] = member
+        team.joining.add(name)  # not in the saved roster until its first mail is out
         team.wake.setdefault(name, asyncio.Event())
         team.offered.setdefault(name, set())
         worktree: Worktree | None = None
@@ -348,7 +351,6 @@ class TeamService:
                     self._unreserve(team, name)
                     return ToolOutput(f"spawn_teammate: {exc}", is_error=True)
             member.worktree = worktree.path if worktree is not None else None
-            await self._save(team)
             if await self._store.get_mark(team.id, ORCHESTRATOR_MARK) is None:  # resumes as lead
                 await self._store.set_mark(team.id, ORCHESTRATOR_MARK, "1", previous=None)
             first = Mail(
@@ -360,6 +362,8 @@ class TeamService:
                 body=prompt,
             )
             await asyncio.to_thread(self._mailbox.send, team.id, first)
+            team.joining.discard(name)
+            await self._save(team)
         except BaseException:
             self._unreserve(team, name)
             raise
@@ -374,6 +378,7 @@ class TeamService:
         """Take back a spawn that failed before the member's loop started (nothing was mailed
         to it that anyone may expect an answer to: its inbox is left as it is)."""
         team.members.pop(name, None)
+        team.joining.discard(name)
         team.wake.pop(name, None)
         team.offered.pop(name, None)
         team.lead_wake.set()
@@ -815,7 +820,9 @@ class TeamService:
         team.lead_wake.set()
 
     async def _save(self, team: _Team) -> None:
-        text = json.dumps({"members": [m.as_json() for m in team.members.values()]})
+        # a member still joining is left out: should its spawn fail, no restart brings it back
+        members = [m for n, m in team.members.items() if n not in team.joining]
+        text = json.dumps({"members": [m.as_json() for m in members]})
         async with team.save_lock:
             for _ in range(5):
                 previous = await self._store.get_mark(team.id, ROSTER_MARK)

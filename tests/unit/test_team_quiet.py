@@ -216,3 +216,27 @@ async def test_a_member_is_stopped_before_its_shutdown_ack_is_in_the_inbox(
     assert at_ack == [{"alice": "idle", "bob": "stopped"}]
     assert {m.name: m.status for m in service.roster(TEAM)} == {"alice": "idle", "bob": "stopped"}
     assert runs == []
+
+
+async def test_a_spawn_that_fails_leaves_no_teammate_in_the_saved_roster(
+    service: TeamService, mailbox: _GatedMailbox, runs: list[tuple[str, str]]
+) -> None:
+    await _team_with(service, "alice")
+    held, release = threading.Event(), threading.Event()
+
+    def fail_after_a_while(mail: Mail) -> None:
+        if mail.to == "carol":  # carol's first mail cannot be written, once the test says so
+            held.set()
+            release.wait(LIMIT_S)
+            raise OSError("the inbox cannot be written")
+
+    mailbox.on_send.append(fail_after_a_while)
+    spawning = asyncio.create_task(service.add_member(TEAM, "worker", "carol", "do things"))
+    assert await asyncio.to_thread(held.wait, LIMIT_S)
+    await service._save(service._teams[TEAM])  # the roster is saved meanwhile (a status change)
+    release.set()
+    with pytest.raises(OSError, match="cannot be written"):
+        await asyncio.wait_for(spawning, LIMIT_S)
+    assert [m.name for m in service.roster(TEAM)] == ["alice"]
+    saved = json.loads(cast(_Marks, service._store).marks[(TEAM, "team.roster")])
+    assert [m["name"] for m in saved["members"]] == ["alice"]  # no restart brings carol back
