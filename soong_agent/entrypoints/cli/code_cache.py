@@ -5,7 +5,8 @@ and compiled when its module is imported: on the way to a run's first request ~9
 compiled afresh by every process, ~0.1 s of its start. This keeps what they compile to, like
 the `.pyc` files of the modules themselves: keyed by the exact source text, in a file of the
 user's cache folder per interpreter version (`$XDG_CACHE_HOME/soong-agent/` or
-`~/.cache/soong-agent/`), read once at start, written when something new was compiled.
+`~/.cache/soong-agent/`), read once, when the first dataclass is made, and written when
+something new was compiled.
 
 Only the command line uses it: `dataclasses` is given its own `exec`, which runs the cached
 code of a text it has seen (and compiles and notes one it has not); anything that is not
@@ -22,7 +23,6 @@ import importlib.util
 import marshal
 import os
 import sys
-import tempfile
 from pathlib import Path
 from types import CodeType
 from typing import Any
@@ -41,10 +41,12 @@ class DataclassCodeCache:
         self.known: dict[str, CodeType] = {}
         self.new: dict[str, CodeType] = {}
         self.used: set[str] = set()
+        self._loaded = False
 
     def load(self) -> None:
         """Read the file, if there is a usable one (another version's or a damaged one is
         ignored and replaced at the next `save`)."""
+        self._loaded = True
         try:
             with open(self.path, "rb") as file:
                 # code is run from it: only a file of this user's is trusted
@@ -67,6 +69,8 @@ class DataclassCodeCache:
     def exec(self, source: Any, globals: Any = None, locals: Any = None, /) -> None:
         """`exec`, with the code of a source text compiled once across runs."""
         if isinstance(source, str):
+            if not self._loaded:  # read at the first dataclass made: a `--help` makes none
+                self.load()
             code = self.known.get(source) or self.new.get(source)
             if code is not None:
                 self.used.add(source)
@@ -91,6 +95,8 @@ class DataclassCodeCache:
             table = {k: v for k, v in table.items() if k in self.used or k in self.new}
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            import tempfile  # (only a start that compiled something writes)
+
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".dataclasses-")
         except OSError:  # a read-only cache folder: the next start compiles again
             return
@@ -116,8 +122,8 @@ def cache_path(env: dict[str, str] | os._Environ[str], user_home: str) -> Path:
 
 
 def start() -> DataclassCodeCache:
-    """Load and install the cache of this user and interpreter (the command line's start)."""
+    """Install the cache of this user and interpreter (the command line's start); its file is
+    read when the first dataclass is made."""
     cache = DataclassCodeCache(cache_path(os.environ, os.path.expanduser("~")))
-    cache.load()
     cache.install()
     return cache
