@@ -271,15 +271,12 @@ class MemoryExtraction:
         the store, and a session not yet due just starts its idle wait."""
         if self._closed:
             return
+        due: bool | None = None  # not known yet: the job reads the session
         if messages is not None and self._swept:
-            pending = pending_messages(messages, None)  # a new session has no mark yet
-            idle = self.settings.idle_seconds
-            if not pending:
+            due = self._due_now(session_id, pending_messages(messages, None))  # (no mark yet)
+            if not due:
                 return
-            if not (self.due(pending) or idle <= 0):
-                self._wait_idle(session_id, idle)
-                return
-        self._start(self._after_run(session_id), f"soong-memory-after-{session_id}")
+        self._start(self._after_run(session_id, due), f"soong-memory-after-{session_id}")
 
     async def join(self) -> None:
         """Wait for the jobs running now (after-run checks and extractions; not idle waits)."""
@@ -414,14 +411,24 @@ class MemoryExtraction:
         self._jobs.add(job)
         job.add_done_callback(self._jobs.discard)
 
-    async def _after_run(self, session_id: str) -> None:
+    def _due_now(self, session_id: str, pending: Sequence[PendingMessage]) -> bool:
+        """Whether the pending messages are to be extracted now; if not (and there are some),
+        the session's idle wait starts."""
+        if not pending:
+            return False
+        idle = self.settings.idle_seconds
+        if self.due(pending) or idle <= 0:
+            return True
+        if not self._closed:
+            self._wait_idle(session_id, idle)
+        return False
+
+    async def _after_run(self, session_id: str, due: bool | None) -> None:
         try:
-            pending = await self.pending(session_id)
-            idle = self.settings.idle_seconds
-            if pending and (self.due(pending) or idle <= 0):
+            if due is None:
+                due = self._due_now(session_id, await self.pending(session_id))
+            if due:
                 await self.extract(session_id)
-            elif pending and not self._closed:
-                self._wait_idle(session_id, idle)
             if not self._swept:
                 self._swept = True
                 await self.sweep(skip=session_id)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from soong_agent.adapters.durable_files import fsync_dir, write_all
 from soong_agent.ports.mailbox import (
     INBOX_SUFFIX,
     Mail,
@@ -84,7 +85,7 @@ class FileMailbox:
                 inbox = self._refresh(fd, path, cut_torn=True)
                 stored = numbered(mail, inbox)
                 line = encode_line(stored)
-                _write_all(fd, line)
+                write_all(fd, line)
                 os.fsync(fd)
                 inbox.add(stored)
                 inbox.valid_bytes += len(line)
@@ -92,9 +93,9 @@ class FileMailbox:
             finally:
                 os.close(fd)  # releases the lock
         if created:
-            _fsync_dir(path.parent.parent)
+            fsync_dir(path.parent.parent)
         if inbox.lines == 1:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         return stored
 
     def unread(self, team: str, member: str) -> list[Mail]:
@@ -116,7 +117,7 @@ class FileMailbox:
                 if mark is None:
                     return
                 line = encode_line(ReadMark(upto=mark))
-                _write_all(fd, line)
+                write_all(fd, line)
                 os.fsync(fd)
                 inbox.read_upto = mark
                 inbox.valid_bytes += len(line)
@@ -192,19 +193,3 @@ class FileMailbox:
             if lock is None:
                 lock = self._locks[path] = threading.Lock()
             return lock
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a new directory entry durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

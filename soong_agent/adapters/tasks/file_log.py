@@ -22,6 +22,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from soong_agent.adapters.durable_files import fsync_dir, read_all, write_all
 from soong_agent.domain.tasks.names import WAL_SUFFIX, name_problem, session_problem
 from soong_agent.domain.tasks.state import TaskState, check, fold_into
 from soong_agent.domain.tasks.wal import encode, parse
@@ -76,7 +77,7 @@ class FileTaskLog:
         except FileNotFoundError:
             return WalRead([], [])
         try:
-            data = _read_all(fd)
+            data = read_all(fd)
         finally:
             os.close(fd)
         parsed = parse(data)
@@ -97,7 +98,7 @@ class FileTaskLog:
             if reason is not None:
                 raise TaskTransitionRefused(reason)
             line = encode(stored)
-            _write_all(fd, line)
+            write_all(fd, line)
             os.fsync(fd)
             with self._cache_lock:
                 fold_into(state.state, [stored], first_line=state.lines + 1)
@@ -107,9 +108,9 @@ class FileTaskLog:
         finally:
             os.close(fd)  # releases the lock
         if created:
-            _fsync_dir(path.parent.parent)
+            fsync_dir(path.parent.parent)
         if state.lines == 1:
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
         return stored
 
     def list(self, session_id: str | None = None) -> builtins.list[TaskRef]:
@@ -161,26 +162,3 @@ class FileTaskLog:
             os.ftruncate(fd, cached.length)
             os.fsync(fd)
         return cached
-
-
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a new directory entry durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
