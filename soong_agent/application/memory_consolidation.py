@@ -20,11 +20,12 @@ them (dry run); `apply` skips a step whose memories changed since the plan.
 
 When it runs (`maybe_run`, for the runtime): at most once per `memory.consolidate_min_hours`
 and only after `memory.consolidate_min_sessions` root sessions were created since the last
-pass, under an exclusive, non-blocking `flock` on ``<memory_dir>/.consolidation.lock`` (a
+pass, and never while no memory is stored (the memory folder is not made for it), under an
+exclusive, non-blocking `flock` on ``<memory_dir>/.consolidation.lock`` (a
 second process skips). The lock file's mtime records the last pass: it is set (from the
 clock) when a pass starts, so a pass that crashes is not retried before `min_hours`; a pass
 whose model fails puts the previous mtime back (retried at the next trigger). A lock file
-created but never stamped has mtime 0 (never ran). `run(force=True)` (the CLI) skips the two
+created but never stamped has mtime 0 (never ran). `run(force=True)` (the CLI) skips the
 gates but not the lock.
 """
 
@@ -300,7 +301,7 @@ class MemoryConsolidation:
         a look at the lock file at most, and none until that time has passed (another
         process's pass only moves it later). The runtime asks before starting a job."""
         now = self._clock.now()
-        if now < self._not_before:
+        if now < self._not_before or self._memory.surely_empty():
             return False
         last = self.lock.last_pass()
         if last is None:
@@ -340,6 +341,8 @@ class MemoryConsolidation:
         """Plan and apply a pass under the lock (skipped when another process holds it);
         without `force`, only when it is due (`not_due`)."""
         if not force:
+            if self._memory.surely_empty():  # nothing to tidy: no lock file, no folder made
+                return ConsolidationReport(skipped="no memories yet")
             reason = await self.not_due()  # a cheap look before taking the lock
             if reason is not None:
                 return ConsolidationReport(skipped=reason)

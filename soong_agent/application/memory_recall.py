@@ -328,6 +328,8 @@ class MemoryRecall:
         was asked of any model). Never raises for a failing model or memory folder: that is
         said in the result's `reason`."""
         settings = self.settings
+        if self._store.surely_empty():  # no memories yet: no thread, no reading
+            return None
         try:
             catalogue = await asyncio.to_thread(self._store.catalogue)
         except SoongAgentError as exc:

@@ -97,6 +97,12 @@ class MemoryStore(Protocol):
         """Every memory without its body, by category (user, feedback, reference) then name."""
         ...
 
+    def surely_empty(self) -> bool:
+        """True only when nothing at all is stored (the folder does not exist yet); False
+        when there may be memories. One look, no reading: cheap enough for the event loop, so
+        a run of a user without memories skips the catalogue."""
+        ...
+
     def read(self, name: str) -> Memory:
         """The memory called `name`; MemoryNotFound, MemoryPathRefused for a name that can
         never be a memory's, MemoryFileInvalid for a file that is not one."""

@@ -121,6 +121,19 @@ def test_an_empty_folder_has_no_memories(folder: Folder) -> None:
     assert catalogue.problems == ()
 
 
+def test_surely_empty_only_while_nothing_was_ever_stored(folder: Folder) -> None:
+    assert folder.store.surely_empty()
+    folder.store.write(tabs())
+    assert not folder.store.surely_empty()
+    assert not folder.restart().surely_empty()  # another process sees it too
+
+
+def test_a_file_put_by_hand_is_never_surely_empty(folder: Folder) -> None:
+    folder.put_file(tabs())
+    assert not folder.store.surely_empty()
+    assert [e.name for e in folder.store.catalogue().entries] == ["prefer_tabs"]
+
+
 def test_write_stamps_the_memory_and_read_gives_it_back(folder: Folder) -> None:
     stored = folder.store.write(
         Memory("prefer_tabs", "  User prefers\ntabs ", "user", "\nThe user indents with tabs.\n\n")

@@ -217,6 +217,28 @@ def test_a_run_starts_no_consolidation_job_while_the_last_pass_is_recent(tmp_pat
     assert job.may_be_due()  # … then the file says when the last pass was
 
 
+def test_no_pass_and_no_memory_folder_while_nothing_is_remembered(tmp_path: Path) -> None:
+    from soong_agent.adapters.memory import FileMemoryStore
+
+    clock = FixedClock()
+    folder = tmp_path / "memory"
+    model = ScriptedModel([ops()])
+    job = MemoryConsolidation(
+        memory=FileMemoryStore(folder, clock=clock),
+        policy=MemoryPolicy(DictSecretRedactor({"KEY": KEY})),
+        provider=model,
+        clock=clock,
+        folder=str(folder),
+        settings=ConsolidationSettings(min_hours=0, min_sessions=0),
+    )
+    assert not job.may_be_due()
+    assert asyncio.run(job.run()).skipped == "no memories yet"
+    assert not folder.exists() and model.calls == []  # no lock file, no index, no request
+    FileMemoryStore(folder, clock=clock).write(mem("fact", "The user likes tea"))
+    assert job.may_be_due()
+    assert asyncio.run(job.run()).skipped is None and len(model.calls) == 1
+
+
 def test_model_failure_is_retried(tmp_path: Path) -> None:
     job, store, _model, _clock = setup(tmp_path, ScriptedResponse.text("no idea"), ops())
     store.write(mem("fact", "The user likes tea"))

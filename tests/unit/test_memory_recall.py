@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -336,6 +337,9 @@ def test_parse_names(answer: str, names: list[str] | None) -> None:
 
 async def test_an_unreadable_memory_folder_recalls_nothing_and_says_why() -> None:
     class Broken(InMemoryMemoryStore):
+        def surely_empty(self) -> bool:
+            return False  # something is in the folder's place
+
         def catalogue(self) -> Any:
             from soong_agent.ports.memory import MemoryPathRefused
 
@@ -345,6 +349,25 @@ async def test_an_unreadable_memory_folder_recalls_nothing_and_says_why() -> Non
     chosen = await recall.recall("hi")
     assert chosen is not None and chosen.method == "none" and chosen.text == ""
     assert "could not be read" in chosen.reason
+
+
+async def test_a_user_without_memories_costs_no_catalogue_read() -> None:
+    class Untouched(InMemoryMemoryStore):
+        def catalogue(self) -> Any:
+            raise AssertionError("an empty memory folder is not read")
+
+    model = ScriptedModel()
+    assert await MemoryRecall(Untouched(), model).recall("hi") is None
+    assert model.calls == []
+
+
+async def test_a_file_in_the_memory_folders_place_is_reported(tmp_path: Path) -> None:
+    from soong_agent.adapters.memory import FileMemoryStore
+
+    (tmp_path / "memory").write_text("not a folder\n", encoding="utf-8")
+    chosen = await MemoryRecall(FileMemoryStore(tmp_path / "memory"), ScriptedModel()).recall("hi")
+    assert chosen is not None and chosen.text == ""
+    assert "could not be read" in chosen.reason and "file" in chosen.reason
 
 
 async def test_recall_does_not_block_the_loop_on_the_store() -> None:

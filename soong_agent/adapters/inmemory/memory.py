@@ -59,6 +59,9 @@ class InMemoryMemoryStore:
             entries.append(_entry(memory, path))
         return MemoryCatalogue(tuple(entries), tuple(problems))
 
+    def surely_empty(self) -> bool:
+        return not self.files and not self.symlinks and self.index_text is None
+
     def read(self, name: str) -> Memory:
         check_name(name)
         self._first_use()

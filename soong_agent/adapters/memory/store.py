@@ -85,6 +85,11 @@ class FileMemoryStore:
         with self._opened(write=False) as opened:
             return _Catalogue.scan(opened)
 
+    def surely_empty(self) -> bool:
+        # lexists: a dangling link or a file in the folder's place is not "empty" (the
+        # catalogue reports it)
+        return not os.path.lexists(self._root)
+
     def read(self, name: str) -> Memory:
         check_name(name)
         self._first_use()
