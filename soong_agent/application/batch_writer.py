@@ -51,6 +51,26 @@ class GroupCommitWriter:
             await progress.wait()
         self._raise_failure()
 
+    async def write(self, batch: TurnCommit) -> None:
+        """`submit` then `flush`: wait until `batch`, and every batch before it, is durable.
+
+        With nothing queued or in flight (a run's first and last boundary), the batch is
+        committed by this call itself, without a drain task between it and the store: a
+        store's commit, once called, completes even when its caller is cancelled meanwhile
+        (`SessionStore.commit`), so a cancelled run abandons no write here either.
+        """
+        task = self._task
+        if self._queue or (task is not None and not task.done()):
+            await self.submit(batch)
+            await self.flush()
+            return
+        self._raise_failure()
+        try:
+            await self._store.commit(batch)
+        except Exception as exc:  # kept, like a drained batch's failure: later batches fail too
+            self._error = exc
+            raise
+
     async def flush(self) -> None:
         """Wait until every submitted batch is written; re-raise a write failure."""
         if self._task is not None:

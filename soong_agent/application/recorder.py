@@ -262,8 +262,7 @@ class RunRecorder:
 
     async def commit(self) -> None:
         """Write everything since the last boundary in one transaction."""
-        await self._writer.submit(self._take_batch())
-        await self._writer.flush()
+        await self._writer.write(self._take_batch())
 
     async def commit_pipelined(self) -> None:
         """Start writing the pending batch and return without waiting for it.

@@ -57,7 +57,11 @@ class SessionStore(Protocol):
     """Durable sessions; two processes may use the same store at once."""
 
     async def commit(self, batch: TurnCommit) -> None:
-        """Write one turn's messages, events, and session/run state atomically."""
+        """Write one turn's messages, events, and session/run state atomically.
+
+        A commit that was called goes through (or fails) even when the awaiting task is
+        cancelled meanwhile: cancelling a run never takes back a turn already handed over, and
+        the next commit comes after it."""
         ...
 
     async def get_session(self, session_id: str) -> SessionInfo | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -91,6 +93,19 @@ async def write_chain(
 
 
 # --- sessions and runs ------------------------------------------------------------------------
+
+
+async def test_a_commit_goes_through_when_its_caller_is_cancelled(store: SessionStore) -> None:
+    first = TurnCommit(session=session(leaf="m1"), run=run(), messages=[user_text("hi", id="m1")])
+    task = asyncio.ensure_future(store.commit(first))
+    await asyncio.sleep(0)  # the commit has begun (a thread-backed store: it waits on it)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    # what the run writes next (its end) comes after the cancelled commit, which was not lost
+    second = TurnCommit(session=session(leaf="m2"), run=run(), messages=[assistant("m2", "m1")])
+    await store.commit(second)
+    assert ids(await store.active_path("s1")) == ["m1", "m2"]
 
 
 async def test_commit_creates_session_and_run(store: SessionStore) -> None:

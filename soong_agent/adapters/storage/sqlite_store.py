@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 _CHUNK = 2000
 """Rows validated per pydantic call when loading, so the event loop gets the GIL in between."""
@@ -278,6 +280,8 @@ def _succeed(done: asyncio.Future[_T], result: _T) -> None:
 def _fail(done: asyncio.Future[Any], exc: BaseException) -> None:
     if not done.done():
         done.set_exception(exc)
+    else:  # its caller was cancelled and waits no more: the failure is still said
+        log.error("a session store call whose caller stopped waiting failed: %s", exc)
 
 
 class SqliteSessionStore:
