@@ -24,7 +24,8 @@ pass, and never while no memory is stored (the memory folder is not made for it)
 exclusive, non-blocking `flock` on ``<memory_dir>/.consolidation.lock`` (a
 second process skips). The lock file's mtime records the last pass: it is set (from the
 clock) when a pass starts, so a pass that crashes is not retried before `min_hours`; a pass
-whose model fails puts the previous mtime back (retried at the next trigger). A lock file
+whose model fails, or that is cancelled before it writes (the process ends), puts the previous
+mtime back (retried at the next trigger). A lock file
 created but never stamped has mtime 0 (never ran). `run(force=True)` (the CLI) skips the
 gates but not the lock.
 """
@@ -358,6 +359,9 @@ class MemoryConsolidation:
             os.utime(fd, (now, now))  # claimed: a crash from here is not retried at once
             try:
                 plan = await self.plan()
+            except asyncio.CancelledError:  # the process is ending (a CLI run was over)
+                os.utime(fd, (previous, previous))  # nothing was done: retried next time
+                raise
             except (ConsolidationFailed, SoongAgentError, TimeoutError) as exc:
                 os.utime(fd, (previous, previous))  # retried at the next trigger
                 reason = str(exc) or type(exc).__name__

@@ -53,7 +53,7 @@ class RunService:
         recall: MemoryRecall | None = None,
         extraction: MemoryExtraction | Callable[[], MemoryExtraction | None] | None = None,
         presets: Callable[[str], RunSpec] | None = None,
-        consolidation: MemoryConsolidation | None = None,
+        consolidation: MemoryConsolidation | Callable[[], MemoryConsolidation | None] | None = None,
         children: ChildRuns | None = None,
         orchestrator: Callable[[RunSpec], RunSpec] | None = None,
         teams: Callable[[], TeamService] | None = None,
@@ -65,7 +65,12 @@ class RunService:
         self._orchestrator = orchestrator
         self._teams = teams
         self._team_service: TeamService | None = None
-        self._consolidation = consolidation
+        self._consolidation: MemoryConsolidation | None = None
+        self._consolidation_of: Callable[[], MemoryConsolidation | None] | None = None
+        if callable(consolidation):  # made when a run first ends (see `consolidation`)
+            self._consolidation_of = consolidation
+        else:
+            self._consolidation = consolidation
         self._background: set[asyncio.Task[object]] = set()
         self.recall = recall
         self._extraction: MemoryExtraction | None = None
@@ -98,6 +103,15 @@ class RunService:
     @extraction.setter
     def extraction(self, job: MemoryExtraction | None) -> None:
         self._extraction, self._extraction_of = job, None
+
+    @property
+    def consolidation(self) -> MemoryConsolidation | None:
+        """The runtime's memory consolidation pass, made when first needed: when a run first
+        ends (nothing before the first request waits for its module)."""
+        if self._consolidation is None and self._consolidation_of is not None:
+            self._consolidation = self._consolidation_of()
+            self._consolidation_of = None
+        return self._consolidation
 
     @property
     def teams(self) -> TeamService | None:
@@ -253,7 +267,11 @@ class RunService:
         )
         self._active[session.id] = self._active.get(session.id, 0) + 1
         task.add_done_callback(lambda _: self._run_ended(session.id))
-        self._consolidate_when_due()
+        if self._consolidation_of is not None:  # the first run: the job is made (its module
+            # imported) once the run is under way, while its first commit is being written
+            asyncio.get_running_loop().call_soon(self._consolidate_when_due)
+        else:
+            self._consolidate_when_due()
         if self._extraction is not None or self._extraction_of is not None:
             # before attach: the job starts before a waiter resumes
             recorder = assembled.recorder
@@ -299,11 +317,12 @@ class RunService:
     def _consolidate_when_due(self) -> None:
         """Start the memory consolidation pass beside the run when it is due (it checks its
         own gates and lock; one at a time; it never raises)."""
-        if self._consolidation is None or self._background:
+        if self._background:
             return
-        if not self._consolidation.may_be_due():  # most runs: no job at all
+        consolidation = self.consolidation
+        if consolidation is None or not consolidation.may_be_due():  # most runs: no job
             return
-        job: asyncio.Task[object] = asyncio.ensure_future(self._consolidation.maybe_run())
+        job: asyncio.Task[object] = asyncio.ensure_future(consolidation.maybe_run())
         self._background.add(job)
         job.add_done_callback(self._background.discard)
 

@@ -950,12 +950,6 @@ def orchestrator_spec(
 ) -> Callable[[RunSpec], RunSpec]:
     """The spec of an orchestrator's run (AGT-4): a spec's tools plus `dispatch_worker` over
     the declared pools. Without a usable pool it is a UsageError naming why."""
-    import dataclasses
-
-    from soong_agent.application.tools.agents import dispatch_worker_tool
-    from soong_agent.application.tools.base import ToolRegistry
-    from soong_agent.application.tools.team import lead_tools
-
     made: dict[str | None, RunSpec] = {}
     persona = (
         "You are an orchestrator: split the work into a task graph (task_create, "
@@ -967,6 +961,12 @@ def orchestrator_spec(
     def spec(base: RunSpec) -> RunSpec:
         if base.agent in made:
             return made[base.agent]
+        import dataclasses  # (only for an orchestrator's run: the others never import these)
+
+        from soong_agent.application.tools.agents import dispatch_worker_tool
+        from soong_agent.application.tools.base import ToolRegistry
+        from soong_agent.application.tools.team import lead_tools
+
         if not children.pools:
             problems = pool_problems(loaded)
             why = "; ".join(problems) if problems else "agents.worker_pools is empty"

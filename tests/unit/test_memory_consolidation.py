@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from soong_agent.application.memory_consolidation import (
     ConsolidationSettings,
     MemoryConsolidation,
@@ -247,7 +249,54 @@ def test_model_failure_is_retried(tmp_path: Path) -> None:
     assert asyncio.run(job.run(force=True)).failed is None
 
 
+def test_a_pass_cancelled_before_it_writes_is_retried(tmp_path: Path) -> None:
+    # a CLI run that ends while the pass waits on its model: the process cancels the pass
+    job, store, model, _clock = setup(
+        tmp_path, ScriptedResponse.text("{}", delay_s=30), ops(), min_hours=24, min_sessions=0
+    )
+    store.write(mem("fact", "The user likes tea"))
+
+    async def cancelled_mid_pass() -> None:
+        task = asyncio.ensure_future(job.run())
+        while not model.calls:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled_mid_pass())
+    assert job.lock.last_pass() is None  # not stamped as done: the next trigger runs it
+    assert job.may_be_due()
+    assert asyncio.run(job.run()).skipped is None and len(model.calls) == 2
+
+
 def test_parse_operations_tolerates_fences() -> None:
     answer = '```json\n{"operations": [{"op": "delete", "name": "x"}, {"op": "bogus"}]}\n```'
     operations, problems = parse_operations(answer)
     assert [o.name for o in operations] == ["x"] and len(problems) == 1
+
+
+async def test_the_runtime_makes_the_pass_once_the_first_run_is_under_way(tmp_path: Path) -> None:
+    from soong_agent.application.run_service import RunService
+    from tests.support.harness import Harness
+
+    h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
+    made: list[tuple[MemoryConsolidation, ScriptedModel]] = []
+
+    def make() -> MemoryConsolidation:
+        job, store, model, _clock = setup(tmp_path, ops(), min_hours=24, min_sessions=0)
+        store.write(mem("fact", "The user likes tea"))
+        made.append((job, model))
+        return job
+
+    service = RunService(h.service._assembler, h.service._root, consolidation=make)
+    run = await service.start("hello")
+    assert made == []  # nothing of the pass is made (or imported) while the run starts
+    assert (await run.wait()).ok
+    assert len(made) == 1 and service.consolidation is made[0][0]
+    while service._background:  # the pass runs beside the run
+        await asyncio.gather(*service._background)
+    assert len(made[0][1].calls) == 1
+    again = await service.start("hello again")
+    assert (await again.wait()).ok
+    assert len(made) == 1 and len(made[0][1].calls) == 1  # one job; not due for a day

@@ -21,8 +21,11 @@ from soong_agent.entrypoints.cli.render import Renderer
 from soong_agent.ports.errors import UsageError
 
 if TYPE_CHECKING:
+    from soong_agent.adapters.config.toml_loader import LoadedConfig
     from soong_agent.domain.run_limits import RunLimits
     from soong_agent.entrypoints.cli.json_output import JsonRenderer
+    from soong_agent.entrypoints.containers import CliContainer
+    from soong_agent.entrypoints.factories import CommandSandboxing
 
 
 def run_command(
@@ -108,6 +111,7 @@ async def _run(
     approver = approver_for(choices.approve, write=renderer.prompt, clean=renderer.clean)
     loaded = load(path, None)
     container = CliContainer(loaded=loaded, approver=approver)
+    _set_up_sandboxing_meanwhile(container, loaded)
     try:
         service = container.services.run_service()
         renderer.use_redactor(container.adapters.redactor())
@@ -146,6 +150,37 @@ async def _run(
         closables = container.adapters.closables()
         while closables:
             await closables.pop()()
+
+
+def _set_up_sandboxing_meanwhile(container: CliContainer, loaded: LoadedConfig) -> None:
+    """Probe the OS sandbox and build the commands' policy on a thread of their own while the
+    rest of the run is built: the probe's trial command and the project scan for sensitive
+    names (up to thousands of folder entries) mostly wait on the kernel. The container takes
+    the result where it needed it (an error, a bad write root say, is raised there)."""
+    import threading
+
+    from dependency_injector import providers
+
+    from soong_agent.entrypoints import factories
+
+    outcome: list[CommandSandboxing | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(factories.command_sandboxing(loaded))
+        except BaseException as exc:  # raised where the container takes it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=work, name="soong-sandbox-setup", daemon=True)
+    thread.start()
+
+    def take() -> CommandSandboxing:
+        thread.join()
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+    container.adapters.command_sandboxing.override(providers.Singleton(take))
 
 
 def _exit_code(result: RunResult, clean: Callable[[str], str]) -> int:
