@@ -54,13 +54,17 @@ class GroupCommitWriter:
     async def write(self, batch: TurnCommit) -> None:
         """`submit` then `flush`: wait until `batch`, and every batch before it, is durable.
 
-        With nothing queued or in flight (a run's first and last boundary), the batch is
-        committed by this call itself, without a drain task between it and the store: a
-        store's commit, once called, completes even when its caller is cancelled meanwhile
-        (`SessionStore.commit`), so a cancelled run abandons no write here either.
+        With nothing queued or in flight (a run's first and last boundary) and a store whose
+        commit survives its caller's cancellation (`commit_survives_cancel`, see
+        `SessionStore.commit`), the batch is committed by this call itself, without a drain
+        task and a shield between it and the store; any other store gets them.
         """
         task = self._task
-        if self._queue or (task is not None and not task.done()):
+        if (
+            self._queue
+            or (task is not None and not task.done())
+            or not getattr(self._store, "commit_survives_cancel", False)
+        ):
             await self.submit(batch)
             await self.flush()
             return

@@ -24,8 +24,9 @@ pass, and never while no memory is stored (the memory folder is not made for it)
 exclusive, non-blocking `flock` on ``<memory_dir>/.consolidation.lock`` (a
 second process skips). The lock file's mtime records the last pass: it is set (from the
 clock) when a pass starts, so a pass that crashes is not retried before `min_hours`; a pass
-whose model fails, or that is cancelled before it writes (the process ends), puts the previous
-mtime back (retried at the next trigger). A lock file
+whose model fails puts the previous mtime back (retried at the next trigger); one cancelled
+before it writes (its process ended first: a short CLI run) is tried again an hour later. A lock
+file
 created but never stamped has mtime 0 (never ran). `run(force=True)` (the CLI) skips the
 gates but not the lock.
 """
@@ -76,6 +77,9 @@ from soong_agent.ports.system import Clock
 log = logging.getLogger("soong_agent.memory")
 
 LOCK_FILE = ".consolidation.lock"
+CANCELLED_RETRY_S = 3600.0
+"""A pass cancelled before it wrote anything (its process ended first) is due again this much
+later (or after `min_hours`, when that is shorter)."""
 """In the memory folder; its mtime is the start of the last pass (0: never)."""
 CONSOLIDATE_TIMEOUT_S = 300.0
 CONSOLIDATE_OUTPUT_TOKENS = 8_000
@@ -360,7 +364,11 @@ class MemoryConsolidation:
             try:
                 plan = await self.plan()
             except asyncio.CancelledError:  # the process is ending (a CLI run was over)
-                os.utime(fd, (previous, previous))  # nothing was done: retried next time
+                # nothing was done: tried again in an hour (not at the next run: a pass longer
+                # than the runs beside it would start again, and be paid for, at every run)
+                gap = self.settings.min_hours * 3600
+                stamp = now - gap + min(CANCELLED_RETRY_S, gap)  # due again that much later
+                os.utime(fd, (stamp, stamp))
                 raise
             except (ConsolidationFailed, SoongAgentError, TimeoutError) as exc:
                 os.utime(fd, (previous, previous))  # retried at the next trigger

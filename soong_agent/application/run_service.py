@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,9 @@ if TYPE_CHECKING:  # imported when first used: not on the way to a run's first r
     from soong_agent.application.memory_consolidation import MemoryConsolidation
     from soong_agent.application.memory_extraction import MemoryExtraction
     from soong_agent.application.teams import Seat, TeamService
+
+
+log = logging.getLogger(__name__)
 
 
 class RunService:
@@ -67,7 +71,7 @@ class RunService:
         self._team_service: TeamService | None = None
         self._consolidation: MemoryConsolidation | None = None
         self._consolidation_of: Callable[[], MemoryConsolidation | None] | None = None
-        if callable(consolidation):  # made when a run first ends (see `consolidation`)
+        if callable(consolidation):  # made once the first run is under way
             self._consolidation_of = consolidation
         else:
             self._consolidation = consolidation
@@ -106,11 +110,16 @@ class RunService:
 
     @property
     def consolidation(self) -> MemoryConsolidation | None:
-        """The runtime's memory consolidation pass, made when first needed: when a run first
-        ends (nothing before the first request waits for its module)."""
-        if self._consolidation is None and self._consolidation_of is not None:
-            self._consolidation = self._consolidation_of()
+        """The runtime's memory consolidation pass, made when first needed: once the first
+        run is under way (its first request does not wait for the module). A job that cannot
+        be made is logged once; the runtime goes on without it."""
+        make = self._consolidation_of
+        if self._consolidation is None and make is not None:
             self._consolidation_of = None
+            try:
+                self._consolidation = make()
+            except Exception:  # a background job must not take the runtime down
+                log.exception("memory consolidation could not be set up; it is off")
         return self._consolidation
 
     @property

@@ -226,7 +226,7 @@ class Services(containers.DeclarativeContainer):
         root_spec,
         recall=memory_recall,
         extraction=memory_extraction.provider,  # made at the end of the first run
-        consolidation=memory_consolidation.provider,  # made when a run first ends
+        consolidation=memory_consolidation.provider,  # made once the first run is under way
         presets=providers.Callable(factories.agent_presets, loaded, root_spec),
         children=child_runs,
         orchestrator=providers.Callable(factories.orchestrator_spec, loaded, child_runs),

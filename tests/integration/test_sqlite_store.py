@@ -383,3 +383,25 @@ def test_tables_module_can_be_reloaded() -> None:
         "artifacts",
         "session_marks",
     }
+
+
+async def test_a_failed_commit_whose_caller_was_cancelled_fails_the_next_one(
+    tmp_path: Path,
+) -> None:
+    store = SqliteSessionStore(tmp_path / "s.sqlite")
+    first = TurnCommit(session=session(leaf="m1"), run=run(), messages=[user_text("hi", id="m1")])
+    await store.commit(first)
+    again = [user_text("x", id="m1")]
+    duplicate = TurnCommit(session=session(leaf="m1"), run=run(), messages=again)
+    task = asyncio.ensure_future(store.commit(duplicate))  # refused by the database …
+    await asyncio.sleep(0)
+    task.cancel()  # … after its caller stopped waiting
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    later = TurnCommit(session=session(leaf="m2"), run=run(), messages=[user_text("y", id="m2")])
+    with pytest.raises(RunError, match=r"whose caller was cancelled, failed.*UNIQUE"):
+        await store.commit(later)  # not written past a lost turn
+    assert [m.id for m in await store.all_messages("s1")] == ["m1"]
+    await store.commit(later)  # said once: the store goes on
+    assert [m.id for m in await store.all_messages("s1")] == ["m1", "m2"]
+    await store.close()

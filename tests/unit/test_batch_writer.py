@@ -89,3 +89,31 @@ async def test_a_failed_write_is_raised_and_fails_the_next_batches() -> None:
     with pytest.raises(RunError, match="disk full"):
         await writer.submit(batch("m3"))
     assert [ids for _task, ids in store.seen] == [["m1"]]
+
+
+class Shielded(Recording):
+    """A store that awaits inside its commit and does not say it survives cancellation."""
+
+    commit_survives_cancel = False
+
+
+async def test_a_store_that_may_drop_a_cancelled_commit_gets_it_shielded() -> None:
+    store = Shielded()
+    store.gate = asyncio.Event()
+    writer = GroupCommitWriter(store)
+    first = asyncio.ensure_future(writer.write(batch("m1")))
+    await asyncio.sleep(0.01)
+    first.cancel()  # the run is cancelled while its first commit waits on the store
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    store.gate.set()
+    await writer.write(batch("m2"))  # its end: after the first, which was not abandoned
+    assert await stored(store) == ["m1", "m2"]
+    assert all(task is not asyncio.current_task() for task, _ids in store.seen)
+
+
+async def test_a_store_that_survives_cancellation_is_awaited_directly() -> None:
+    store = Recording()  # the in-memory store says commit_survives_cancel
+    writer = GroupCommitWriter(store)
+    await writer.write(batch("m1"))
+    assert [task for task, _ids in store.seen] == [asyncio.current_task()]

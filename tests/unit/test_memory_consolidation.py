@@ -249,9 +249,9 @@ def test_model_failure_is_retried(tmp_path: Path) -> None:
     assert asyncio.run(job.run(force=True)).failed is None
 
 
-def test_a_pass_cancelled_before_it_writes_is_retried(tmp_path: Path) -> None:
+def test_a_pass_cancelled_before_it_writes_is_retried_an_hour_later(tmp_path: Path) -> None:
     # a CLI run that ends while the pass waits on its model: the process cancels the pass
-    job, store, model, _clock = setup(
+    job, store, model, clock = setup(
         tmp_path, ScriptedResponse.text("{}", delay_s=30), ops(), min_hours=24, min_sessions=0
     )
     store.write(mem("fact", "The user likes tea"))
@@ -265,8 +265,9 @@ def test_a_pass_cancelled_before_it_writes_is_retried(tmp_path: Path) -> None:
             await task
 
     asyncio.run(cancelled_mid_pass())
-    assert job.lock.last_pass() is None  # not stamped as done: the next trigger runs it
-    assert job.may_be_due()
+    assert "h ago" in (asyncio.run(job.run()).skipped or "")  # not again at the next run …
+    clock.advance(3600)
+    assert job.may_be_due()  # … but an hour later, not a day
     assert asyncio.run(job.run()).skipped is None and len(model.calls) == 2
 
 
@@ -300,3 +301,24 @@ async def test_the_runtime_makes_the_pass_once_the_first_run_is_under_way(tmp_pa
     again = await service.start("hello again")
     assert (await again.wait()).ok
     assert len(made) == 1 and len(made[0][1].calls) == 1  # one job; not due for a day
+
+
+async def test_a_pass_that_cannot_be_made_is_said_once_and_runs_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from soong_agent.application.run_service import RunService
+    from tests.support.harness import Harness
+
+    h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
+    attempts: list[int] = []
+
+    def broken() -> MemoryConsolidation:
+        attempts.append(1)
+        raise RuntimeError("no extraction model")
+
+    service = RunService(h.service._assembler, h.service._root, consolidation=broken)
+    for message in ("one", "two"):
+        assert (await (await service.start(message)).wait()).ok
+    await asyncio.sleep(0)
+    assert attempts == [1] and service.consolidation is None
+    assert caplog.text.count("memory consolidation could not be set up") == 1

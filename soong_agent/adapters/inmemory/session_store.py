@@ -57,6 +57,9 @@ def _copy(message: Message) -> Message:
 class InMemorySessionStore:
     """A `SessionStore` kept in dictionaries; nothing survives the process."""
 
+    commit_survives_cancel = True
+    """Its commit never waits: once called, it is done before a cancellation can arrive."""
+
     def __init__(self) -> None:
         self._sessions: dict[str, _SessionData] = {}
         self._runs: dict[str, _RunData] = {}

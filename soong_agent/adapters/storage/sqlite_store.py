@@ -257,14 +257,18 @@ class _Database:
 def _settle(
     loop: asyncio.AbstractEventLoop,
     done: asyncio.Future[_T],
+    abandoned: list[BaseException] | None,
     call: Callable[..., _T],
     *args: Any,
 ) -> None:
     """Run `call` on the worker thread and hand its result or exception to `done` on `loop`
-    (nothing when the loop has closed meanwhile: nobody waits any more)."""
+    (nothing when the loop has closed meanwhile: nobody waits any more). A failure whose
+    caller has already stopped waiting is kept in `abandoned` (when given), in order."""
     try:
         result = call(*args)
     except BaseException as exc:  # handed to the awaiting coroutine, raised there
+        if abandoned is not None and done.cancelled():
+            abandoned.append(exc)
         with contextlib.suppress(RuntimeError):  # the loop is closed
             loop.call_soon_threadsafe(_fail, done, exc)
         return
@@ -275,6 +279,17 @@ def _settle(
 def _succeed(done: asyncio.Future[_T], result: _T) -> None:
     if not done.done():  # the caller may have been cancelled meanwhile
         done.set_result(result)
+
+
+def _after_abandoned(
+    abandoned: list[BaseException], commit: Callable[..., None], *args: Any
+) -> None:
+    """On the worker: `commit(*args)`, unless a commit before it failed after its caller was
+    cancelled; then that failure is raised (once) and nothing is written past the lost turn."""
+    if abandoned:
+        exc = abandoned.pop(0)
+        raise RunError(f"an earlier commit, whose caller was cancelled, failed: {exc}") from exc
+    commit(*args)
 
 
 def _fail(done: asyncio.Future[Any], exc: BaseException) -> None:
@@ -296,8 +311,13 @@ class SqliteSessionStore:
     and retries, disk full, ...) raise `RunError`.
     """
 
+    commit_survives_cancel = True
+    """A commit handed to the worker goes through when its caller is cancelled (the runtime
+    awaits it without a shield, see `SessionStore.commit`)."""
+
     def __init__(self, db_path: Path, *, busy_timeout_ms: int = 5000) -> None:
         self._db = _Database(Path(db_path), busy_timeout_ms)
+        self._abandoned: list[BaseException] = []
         self._worker = SerialWorker("soong-sqlite")
         self._closed = False
 
@@ -327,12 +347,27 @@ class SqliteSessionStore:
         done: asyncio.Future[_T] = loop.create_future()
         # one asyncio future settled from the worker, not run_in_executor's pair of futures
         # chained by callbacks: a commit a turn goes through here
-        self._worker.submit(_settle, loop, done, self._db.call, fn, *args)
+        self._worker.submit(_settle, loop, done, None, self._db.call, fn, *args)
         return await done
 
     async def commit(self, batch: TurnCommit) -> None:
-        """Write one turn's messages, events, and session/run state atomically."""
-        await self._run(
+        """Write one turn's messages, events, and session/run state atomically.
+
+        Once called, the commit goes through on the worker even when its caller is cancelled
+        meanwhile; if it then fails, the next commit (the cancelled run's last) raises that
+        failure and writes nothing."""
+        if self._closed:
+            raise UsageError(f"the session store {self._db.path} is closed")
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._worker.submit(
+            _settle,
+            loop,
+            done,
+            self._abandoned,
+            self._db.call,
+            _after_abandoned,
+            self._abandoned,
             self._db.commit,
             batch.session,
             batch.run,
@@ -340,6 +375,7 @@ class SqliteSessionStore:
             list(batch.events),
             batch.at,
         )
+        await done
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
         """The session with this id, or None."""
@@ -390,7 +426,7 @@ class SqliteSessionStore:
         self._closed = True
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        self._worker.submit(_settle, loop, done, self._db.close)
+        self._worker.submit(_settle, loop, done, None, self._db.close)
         try:
             await asyncio.shield(done)  # a cancelled close still closes the connection …
         finally:
