@@ -247,6 +247,60 @@ def test_ctrl_c_cancels_and_leaves_a_consistent_session(world: CliWorld) -> None
     assert "word word" in shown.stdout
 
 
+def test_sigterm_cancels_the_run_and_saves_it_as_cancelled(world: CliWorld) -> None:
+    world.server.enqueue(text_response("word " * 200, pieces=200).with_delay(0.05))
+    proc = subprocess.Popen(
+        [str(CLI), "run", "write a lot"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=world.env,
+        cwd=world.project,
+    )
+    deadline = time.monotonic() + 20
+    while not world.server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 143, stderr
+    assert "terminated (SIGTERM); the session was saved" in stderr
+    sid = re.search(r"session (ses_\w+)", stderr)
+    assert sid, stderr
+    shown = world.run("sessions", "show", sid.group(1))
+    assert "cancelled" in shown.stdout and "running" not in shown.stdout
+
+
+def test_ctrl_c_at_a_permission_question_exits_at_once(world: CliWorld) -> None:
+    # stdin stays open (a script's pipe, a terminal nobody types in): the question's pending
+    # read must not keep the process alive after the run was cancelled
+    world.server.enqueue(tool_call_response([("call_1", "write_file", WRITE_ARGS)]))
+    proc = subprocess.Popen(
+        [str(CLI), "run", "create hello.txt"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=world.env,
+        cwd=world.project,
+    )
+    assert proc.stderr is not None
+    asked = ""
+    deadline = time.monotonic() + 20
+    while "answer" not in asked and time.monotonic() < deadline:
+        asked += proc.stderr.read(1)  # the question is written without a newline
+    assert "write_file" in asked, asked
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=10)  # stdin is still open: nothing was answered
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert proc.returncode == 130
+    assert not (world.project / "hello.txt").exists()
+
+
 def test_branch_from_an_earlier_user_message_and_show_it(world: CliWorld) -> None:
     world.server.enqueue(
         text_response("Paris."), text_response("2 million."), text_response("Lyon is second.")

@@ -10,8 +10,10 @@ secrets by `clean`: colour codes inside a multi-line secret would hide it from t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
@@ -108,6 +110,27 @@ class TerminalApprover:
         self._shown_lines = shown_lines
         self._lock = asyncio.Lock()
         self._exhausted = False
+        self._pending: asyncio.Future[str | None] | None = None  # a read under way
+
+    async def _next_line(self) -> str | None:
+        """The next line of stdin (None at its end), read on a daemon thread of its own: a
+        run cancelled while the question waits (Ctrl-C) does not keep the process alive until
+        a line comes, as a thread of the loop's executor would at its shutdown. A read that
+        was abandoned that way answers the next question."""
+        pending = self._pending
+        if pending is None or (pending.done() and pending.cancelled()):
+            loop = asyncio.get_running_loop()
+            pending = self._pending = loop.create_future()
+
+            def read(done: asyncio.Future[str | None] = pending) -> None:
+                line = self._read_line()
+                with contextlib.suppress(RuntimeError):  # the loop has closed: nobody asks
+                    loop.call_soon_threadsafe(_hand_over, done, line)
+
+            threading.Thread(target=read, name="soong-approval-input", daemon=True).start()
+        line = await asyncio.shield(pending)
+        self._pending = None
+        return line
 
     def _read_line(self) -> str | None:
         if self._stdin is None or self._stdin.closed:
@@ -168,7 +191,7 @@ class TerminalApprover:
                 "  2) keep planning (you can add a note for the agent)\n"
                 "  answer [1/2]: "
             )
-            line = None if self._exhausted else await asyncio.to_thread(self._read_line)
+            line = None if self._exhausted else await self._next_line()
             if line is None:
                 self._exhausted = True
                 self._write("(no answer: stdin is closed) -> keep planning\n")
@@ -180,7 +203,7 @@ class TerminalApprover:
             if not keep and (answer in ("approve", "y", "yes") or parse_answer(line) in _ALLOW):
                 return PlanReview(approved=True)
             self._write("  note for the agent (Enter for none): ")
-            note = None if self._exhausted else await asyncio.to_thread(self._read_line)
+            note = None if self._exhausted else await self._next_line()
             if note is None:
                 self._exhausted = True
                 return PlanReview(approved=False)
@@ -193,7 +216,7 @@ class TerminalApprover:
             shown, offer_all = self._detail(request.detail, whole=False)
             self._write(self._question(request, shown, offer_all))
             while True:
-                line = None if self._exhausted else await asyncio.to_thread(self._read_line)
+                line = None if self._exhausted else await self._next_line()
                 if line is None:
                     self._exhausted = True
                     self._write("(no answer: stdin is closed) -> deny\n")
@@ -214,3 +237,8 @@ class TerminalApprover:
 def _asker(request: ApprovalRequest) -> str:
     """`[sub-agent reviewer] ` when a child agent asks (AGT-2); empty for the session's own."""
     return f"[{printable(request.agent)}] " if request.agent else ""
+
+
+def _hand_over(done: asyncio.Future[str | None], line: str | None) -> None:
+    if not done.done():
+        done.set_result(line)

@@ -72,6 +72,17 @@ def _on_interrupt(run: Run, renderer: Renderer | JsonRenderer, state: dict[str, 
     state["task"] = asyncio.ensure_future(run.cancel())
 
 
+def _on_terminate(run: Run, renderer: Renderer | JsonRenderer, state: dict[str, object]) -> None:
+    if state.get("cancelling"):
+        exit_now(EXIT_TERMINATED)
+    state["terminated"] = True
+    _on_interrupt(run, renderer, state)
+
+
+EXIT_TERMINATED = 143
+"""128 + SIGTERM, what a shell reports for a process that SIGTERM ended."""
+
+
 @dataclass(frozen=True)
 class RunChoices:
     """What the command line chose for this run beyond the message and the session."""
@@ -131,12 +142,16 @@ async def _run(
         loop = asyncio.get_running_loop()
         state: dict[str, object] = {}
         loop.add_signal_handler(signal.SIGINT, _on_interrupt, run, renderer, state)
+        # SIGTERM (a CI timeout, `docker stop`, kill): the same cancel, so the run is not left
+        # "running" in the session for ever; then the conventional 143
+        loop.add_signal_handler(signal.SIGTERM, _on_terminate, run, renderer, state)
         try:
             async for event in run.events():
                 renderer.handle(event)
             result = await run.wait()
         finally:
             loop.remove_signal_handler(signal.SIGINT)
+            loop.remove_signal_handler(signal.SIGTERM)
             # the run is over and saved: a Ctrl-C from here on (the user's second one, say)
             # exits at once with the cancelled code instead of a traceback or a signal death
             signal.signal(signal.SIGINT, _exit_cancelled)
@@ -145,6 +160,8 @@ async def _run(
             renderer.status("waiting for the teammates to finish (Ctrl-C stops them)")
             await team.settle(run.session_id)
         renderer.finished(result)
+        if state.get("terminated") and result.status == "cancelled":
+            return fail("run terminated (SIGTERM); the session was saved", EXIT_TERMINATED)
         return _exit_code(result, renderer.clean)
     finally:
         closables = container.adapters.closables()
