@@ -345,9 +345,9 @@ class MemoryConsolidation:
     async def run(self, *, force: bool = False) -> ConsolidationReport:
         """Plan and apply a pass under the lock (skipped when another process holds it);
         without `force`, only when it is due (`not_due`)."""
+        if self._memory.surely_empty():  # nothing to tidy: no lock file, no folder made
+            return ConsolidationReport(skipped="no memories yet")
         if not force:
-            if self._memory.surely_empty():  # nothing to tidy: no lock file, no folder made
-                return ConsolidationReport(skipped="no memories yet")
             reason = await self.not_due()  # a cheap look before taking the lock
             if reason is not None:
                 return ConsolidationReport(skipped=reason)

@@ -195,6 +195,7 @@ def test_unknown_names_are_not_found(folder: Folder) -> None:
         folder.store.read("nothing")
     with pytest.raises(MemoryNotFound):
         folder.store.delete("nothing")
+    assert folder.store.surely_empty()  # asking about nothing stored nothing (no folder)
 
 
 def test_the_index_lists_exactly_the_files(folder: Folder) -> None:

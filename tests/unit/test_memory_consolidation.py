@@ -236,6 +236,8 @@ def test_no_pass_and_no_memory_folder_while_nothing_is_remembered(tmp_path: Path
     assert not job.may_be_due()
     assert asyncio.run(job.run()).skipped == "no memories yet"
     assert not folder.exists() and model.calls == []  # no lock file, no index, no request
+    assert asyncio.run(job.run(force=True)).skipped == "no memories yet"  # the CLI's pass too
+    assert not folder.exists()
     FileMemoryStore(folder, clock=clock).write(mem("fact", "The user likes tea"))
     assert job.may_be_due()
     assert asyncio.run(job.run()).skipped is None and len(model.calls) == 1

@@ -132,6 +132,8 @@ class FileMemoryStore:
 
     def delete(self, name: str) -> MemoryEntry:
         check_name(name)
+        if self.surely_empty():  # nothing to remove: the folder is not made for the answer
+            raise MemoryNotFound(name)
         self._first_use()
         with self._opened(write=True) as opened:
             found = self._find(opened, name)
