@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -192,6 +193,7 @@ class RunService:
         switched: tuple[str | None, str] | None = None
         if session_id is not None:
             session, history = await self._history(session_id, from_message)
+            _same_project(session, ports.fs.root)
             if agent is None:
                 agent = session.agent  # a session keeps its preset (AGT-3)
             elif agent != session.agent:
@@ -346,3 +348,17 @@ class RunService:
         grants = self._grants.get(session_id)
         if grants is not None and len(grants) == 0:
             del self._grants[session_id]
+
+
+def _same_project(session: SessionInfo, root: str) -> None:
+    """A session resumes only in its own project: its context, its files and its commands'
+    folder all belong there (UsageError naming both folders otherwise)."""
+    if session.project_dir == root:
+        return
+    if os.path.realpath(session.project_dir) == os.path.realpath(root):
+        return
+    raise UsageError(
+        f"session {session.id} belongs to the project {session.project_dir}, not {root}: "
+        "resume it there (the CLI: run it from that folder or with --path; the SDK: "
+        "project_dir)"
+    )

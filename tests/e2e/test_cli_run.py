@@ -116,6 +116,21 @@ def test_resume_sends_the_earlier_history(world: CliWorld) -> None:
     ]
 
 
+def test_a_session_resumes_only_in_its_own_project(world: CliWorld, tmp_path: Path) -> None:
+    world.server.enqueue(text_response("first answer"), text_response("second answer"))
+    first = world.run("run", "remember this project")
+    sid = session_id_of(first.stdout)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved = world.run("run", "--path", str(elsewhere), "--session-id", sid, "write here")
+    assert moved.returncode == 2, moved.stderr
+    assert f"belongs to the project {world.project.resolve()}" in moved.stderr
+    assert str(elsewhere) in moved.stderr and len(world.server.requests) == 1  # nothing sent
+    again = world.run("run", "--session-id", sid, "go on")  # from its own folder: resumed
+    assert again.returncode == 0, again.stderr
+    assert "second answer" in again.stdout
+
+
 def test_resume_of_an_unknown_session_exits_2(world: CliWorld) -> None:
     result = world.run("run", "--session-id", "ses_nope", "hello")
     assert result.returncode == 2
