@@ -169,11 +169,7 @@ class AgentRuntime:
                 provider.override(providers.Object(value))
         self._container: SdkContainer = container
         self._runs: list[Run] = []
-        # everything alive now (modules, schemas, the config, the adapters) lives as long as
-        # the runtime: full garbage collections need not walk it again and again
-        import gc
-
-        gc.freeze()
+        self._closed = False
         if tools:
             container.user_tools.override(providers.Object(_as_tools(tools)))
             container.services.catalog()  # a name clash is reported now, not at the first run
@@ -225,6 +221,7 @@ class AgentRuntime:
             UsageError: an empty message, an unknown session, or a `tool_choice` naming a tool
                 the run does not have.
         """
+        self._check_open()
         service = self._container.services.run_service()
         run: Run = await service.start(
             message,
@@ -244,21 +241,33 @@ class AgentRuntime:
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionInfo]:
         """The most recently used sessions first."""
+        self._check_open()
         store: SessionStore = self._container.adapters.session_store()
         return await store.list_sessions(limit=limit)
 
     async def session_messages(self, session_id: str) -> list[Message]:
         """The active path of a session, root first."""
+        self._check_open()
         store: SessionStore = self._container.adapters.session_store()
         return await store.active_path(session_id)
 
     async def session_runs(self, session_id: str) -> list[RunInfo]:
         """The runs of a session, oldest first."""
+        self._check_open()
         store: SessionStore = self._container.adapters.session_store()
         return await store.list_runs(session_id)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(
+                "this AgentRuntime is closed (by aclose, the end of `async with`, or run_sync, "
+                "which closes it when its run ends): make a new one"
+            )
+
     async def aclose(self) -> None:
-        """Cancel unfinished runs and release connections and files."""
+        """Cancel unfinished runs and release connections and files; the runtime can run
+        nothing more."""
+        self._closed = True
         for run in self._runs:
             if not run.done:
                 await run.cancel()
@@ -273,7 +282,12 @@ class AgentRuntime:
         await self.aclose()
 
     def run_sync(self, message: str, session_id: str | None = None) -> RunResult:
-        """Run to the end without an event loop of your own (a convenience for scripts)."""
+        """Run to the end without an event loop of your own (a convenience for scripts).
+
+        It closes the runtime when the run ends (its event loop ends with it): one run per
+        runtime. For several runs, `async with AgentRuntime(...) as runtime:` and
+        `await runtime.run(...)`."""
+        self._check_open()
 
         async def _go() -> RunResult:
             try:

@@ -176,3 +176,35 @@ async def test_sdk_over_the_loopback_openai_server(tmp_path: Path, project: Path
             "tool_call_id": "c1",
             "content": second[-1]["content"],
         }
+
+
+def test_making_a_runtime_leaves_the_applications_garbage_collectable(
+    home: Path, project: Path
+) -> None:
+    # a library must not freeze the process's objects: an object of the application that
+    # becomes cyclic garbage after a runtime was made is still collected
+    import gc
+    import weakref
+
+    class Node:
+        me: object = None
+
+    node = Node()
+    node.me = node  # a cycle: only the cyclic collector frees it
+    gone = weakref.ref(node)
+    before = gc.get_freeze_count()
+    AgentRuntime(project_dir=project, home=home, model=ScriptedModel())
+    assert gc.get_freeze_count() == before
+    del node
+    gc.collect()
+    assert gone() is None
+
+
+def test_run_sync_closes_the_runtime_and_a_second_call_says_so(home: Path, project: Path) -> None:
+    model = ScriptedModel([ScriptedResponse.text("one")])
+    runtime = AgentRuntime(project_dir=project, home=home, model=model)
+    assert runtime.run_sync("first").final_text == "one"
+    with pytest.raises(UsageError, match=r"closed .*run_sync.*make a new one"):
+        runtime.run_sync("second")
+    with pytest.raises(UsageError, match="AgentRuntime is closed"):
+        asyncio.run(runtime.list_sessions())
