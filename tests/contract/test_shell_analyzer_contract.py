@@ -100,6 +100,40 @@ def test_redirections(
     assert (command.writes_to, command.reads_from) == (writes, reads)
 
 
+@pytest.mark.parametrize(
+    ("line", "targets"),
+    [
+        # a redirection binds to the simple command it follows, not to the whole && / | list
+        ("rm -rf build && echo ok > log.txt", [(), ("log.txt",)]),
+        ("ls || echo hi > out.txt", [(), ("out.txt",)]),
+        ("ls | grep x > out.txt", [(), ("out.txt",)]),
+        ("a && b | c > f", [(), (), ("f",)]),
+        ("cd /etc && echo x > passwd", [(), ("passwd",)]),
+        ("echo hi > out.txt && ls", [("out.txt",), ()]),
+    ],
+)
+def test_each_command_writes_where_its_own_redirection_points(
+    analyzer: ShellAnalyzer, line: str, targets: list[tuple[str, ...]]
+) -> None:
+    analysis = analyzer.analyze(line)
+    assert [c.writes_to for c in analysis.commands] == targets
+
+
+@pytest.mark.parametrize(
+    ("line", "targets"),
+    [
+        ("(ls; pwd) > all.txt", [("all.txt",), ("all.txt",)]),
+        ("{ ls; pwd; } > all.txt", [("all.txt",), ("all.txt",)]),
+        ("a && (b; c) > f", [(), ("f",), ("f",)]),
+    ],
+)
+def test_a_group_or_subshell_redirected_writes_from_every_command(
+    line: str, targets: list[tuple[str, ...]]
+) -> None:
+    analysis = TreeSitterShellAnalyzer().analyze(line)  # (the fake reads no groups)
+    assert [c.writes_to for c in analysis.commands] == targets
+
+
 def test_words_after_a_redirection_stay_with_the_command(analyzer: ShellAnalyzer) -> None:
     analysis = analyzer.analyze("echo > f x")
     assert words_of(analysis) == [("echo", "x")]

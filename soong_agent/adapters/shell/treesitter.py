@@ -547,6 +547,27 @@ def _translated(previous: Node | None, child: Node) -> bool:
     )
 
 
+def _walk_to_last_part(state: _State, node: Node, nesting: int, depth: int) -> int:
+    """Walk a list or pipeline like `_walk`; return where, in `state.commands`, the commands
+    of its last part begin (a list's last part may itself be a list or a pipeline)."""
+    if depth > _MAX_TREE_DEPTH:
+        state.problem("the command line is nested too deeply to analyse")
+        return len(state.commands)
+    _check_gaps(state, node)
+    children = node.children
+    named = [i for i, child in enumerate(children) if child.is_named and child.type != "comment"]
+    last = named[-1] if named else -1
+    start = len(state.commands)
+    for i, child in enumerate(children):
+        if i == last and child.type in ("list", "pipeline"):
+            start = _walk_to_last_part(state, child, nesting, depth + 1)
+            continue
+        if i == last:
+            start = len(state.commands)
+        _walk(state, child, nesting, depth + 1)
+    return start
+
+
 def _redirected(state: _State, node: Node, nesting: int, depth: int) -> None:
     body = node.child_by_field_name("body")
     redirects = _Redirects()
@@ -557,7 +578,11 @@ def _redirected(state: _State, node: Node, nesting: int, depth: int) -> None:
         _command(state, body, nesting, depth + 1, redirects)
     else:
         before = len(state.commands)
-        if body is not None:
+        if body is not None and body.type in ("list", "pipeline"):
+            # tree-sitter puts the redirection of `a && b > f` or `a | b > f` after the whole
+            # list; bash binds it to the last part alone (`b`)
+            before = _walk_to_last_part(state, body, nesting, depth + 1)
+        elif body is not None:
             _walk(state, body, nesting, depth + 1)
         if redirects.words:
             state.problem(f"words after the redirection of {_shorten(_text(node))!r}")
