@@ -7,7 +7,8 @@ the session ends and they reach `memory.extract_every_messages` or `extract_ever
 (0: as soon as a run ends). Idle is measured while the runtime lives, and, for the sessions
 a short-lived runtime (a CLI call) left behind, at the end of the next run of any session: the
 most recently used root sessions idle that long with pending messages are extracted then (a
-session that sweep found done is not read again until it changes: mark `SWEPT_KEY`).
+session that sweep found done is not read again until it changes: mark `SWEPT_KEY`; one whose
+extraction failed in `SWEEP_ATTEMPTS` sweeps is left until it changes: mark `FAILED_KEY`).
 
 One extraction sends the pending messages (text only, each scrubbed by the redactor) and the
 current catalogue to the extraction model (`memory.extract_model_profile`, else the main
@@ -87,6 +88,12 @@ REQUEST_CHARS = 48_000
 """The pending messages sent at once, at most (the latest ones are kept)."""
 SWEEP_SESSIONS = 20
 """How many of the most recently used sessions the idle sweep looks at."""
+FAILED_KEY = "memory_extraction_failed"
+"""The session mark counting the sweeps whose extraction of the session failed, with the
+session's `updated_at` then: ``"<updated_at> <count>"``."""
+SWEEP_ATTEMPTS = 3
+"""A session whose extraction failed in this many sweeps is not tried again by a sweep until it
+changes (each try is a model call: a model that cannot do it would be asked at every run)."""
 NOTICES_KEPT = 200
 
 EXTRACT_INSTRUCTION = f"""You maintain the long-term memory of a coding agent. You get the \
@@ -207,6 +214,17 @@ def pending_messages(messages: Sequence[Message], mark: str | None) -> list[Pend
             out.append(PendingMessage(message.id, text))
             seen.add(text)
     return out
+
+
+def _attempts(mark: str | None, updated_at: float) -> int:
+    """The failed sweeps a `FAILED_KEY` mark counts for the session as it is now (none once
+    it changed, or for a mark that is not one)."""
+    if mark is None:
+        return 0
+    stamp, _, count = mark.rpartition(" ")
+    if stamp != repr(updated_at) or not count.isdigit():
+        return 0
+    return int(count)
 
 
 def _is_user(message: Message) -> bool:
@@ -397,9 +415,26 @@ class MemoryExtraction:
             if seen == repr(info.updated_at):
                 continue
             if await self.pending(info.id):
+                failed = await self._sessions.get_mark(info.id, FAILED_KEY)
+                attempts = _attempts(failed, info.updated_at)
+                if attempts >= SWEEP_ATTEMPTS:
+                    continue  # given up on until the session changes (said when it was)
                 report = await self.extract(info.id)
                 reports.append(report)
-                if report.failed is not None or report.skipped not in (None, NOTHING):
+                if report.failed is not None:
+                    attempts += 1
+                    stamp = f"{info.updated_at!r} {attempts}"
+                    await self._sessions.set_mark(info.id, FAILED_KEY, stamp, previous=failed)
+                    if attempts >= SWEEP_ATTEMPTS:
+                        self._notify(
+                            info.id,
+                            ErrorEvent,
+                            kind="memory_extraction",
+                            message=f"memory extraction failed {attempts} times; not tried "
+                            "again until the session has new messages",
+                        )
+                    continue
+                if report.skipped not in (None, NOTHING):
                     continue  # tried again by a later sweep
             await self._sessions.set_mark(info.id, SWEPT_KEY, repr(info.updated_at), previous=seen)
         return reports

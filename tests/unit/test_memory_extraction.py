@@ -505,3 +505,32 @@ async def test_a_failing_job_never_fails_the_run() -> None:
     (notice,) = extraction.notices
     assert notice.event is ErrorEvent and "disk on fire" in notice.fields["message"]
     assert notice.session_id == session_id
+
+
+async def test_a_sweep_gives_up_on_a_session_whose_extraction_keeps_failing() -> None:
+    # each later CLI call sweeps again: a model that cannot extract is not asked for ever
+    clock = FixedClock()
+    h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")), clock=clock)
+    old = await session_with(h, TABS)
+    clock.advance(600)
+    failing = ScriptedModel(default=ScriptedResponse.text("no JSON here"))
+    said: list[str] = []
+    for attempt in range(1, 5):
+        job = extraction_over(h.store, failing, clock=clock, idle_seconds=300)
+        reports = await job.sweep()
+        if attempt <= 3:
+            assert [r.failed is not None for r in reports] == [True]
+        else:
+            assert reports == []  # given up on: no model call
+        said += [n.line() for n in job.notices if "times" in n.line()]
+        await job.aclose()
+    assert len(failing.calls) == 3
+    assert len(said) == 1 and "failed 3 times" in said[0]  # said once, by the third sweep
+    # the session changes (a new message): it is tried again
+    run = await h.service.start("and I use four spaces in YAML", session_id=old)
+    assert (await run.wait()).ok
+    clock.advance(600)
+    job = extraction_over(h.store, failing, clock=clock, idle_seconds=300)
+    assert [r.failed is not None for r in await job.sweep()] == [True]
+    await job.aclose()
+    assert len(failing.calls) == 4
