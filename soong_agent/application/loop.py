@@ -445,7 +445,9 @@ class AgentLoop:
             partial = Turn(
                 text=turn.text, thinking=turn.thinking, closed_thinking=turn.closed_thinking
             )
-            rec.add_message(Message(role="assistant", content=partial.content()))
+            kept = rec.add_message(Message(role="assistant", content=partial.content()))
+            if not turn.calls:  # the result's text is what was said, too
+                self._answer.append(kept.text)
         pending = unanswered_calls(rec.history)
         if not pending:
             return

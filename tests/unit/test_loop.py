@@ -230,6 +230,7 @@ async def test_cancel_during_streaming_keeps_partial_text() -> None:
     assert result is not None and result.status == "cancelled"
     stored = await h.store.active_path(run.session_id)
     assert stored[-1].role == "assistant" and stored[-1].text.startswith("abc")
+    assert result.final_text == stored[-1].text  # the result says what was said, too
 
 
 async def test_read_only_calls_of_one_turn_run_concurrently() -> None:
