@@ -236,7 +236,9 @@ def test_path_pointing_at_a_file_uses_its_folder(world: CliWorld, tmp_path: Path
     assert "secret text not for context" not in json.dumps(world.server.requests[0].json)
 
 
-def test_ctrl_c_cancels_and_leaves_a_consistent_session(world: CliWorld) -> None:
+def _signalled_mid_answer(world: CliWorld, signum: int) -> tuple[int, str, str]:
+    """A run stopped by `signum` while its answer streams: exit code, stderr, and the
+    session's transcript afterwards."""
     world.server.enqueue(text_response("word " * 200, pieces=200).with_delay(0.05))
     proc = subprocess.Popen(
         [str(CLI), "run", "write a lot"],
@@ -251,40 +253,26 @@ def test_ctrl_c_cancels_and_leaves_a_consistent_session(world: CliWorld) -> None
     while not world.server.requests and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, signum)
     _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 130, stderr
-    assert "Traceback" not in stderr
     sid = re.search(r"session (ses_\w+)", stderr)
     assert sid, stderr
-    shown = world.run("sessions", "show", sid.group(1))
-    assert "cancelled" in shown.stdout
-    assert "word word" in shown.stdout
+    return proc.returncode, stderr, world.run("sessions", "show", sid.group(1)).stdout
+
+
+def test_ctrl_c_cancels_and_leaves_a_consistent_session(world: CliWorld) -> None:
+    code, stderr, shown = _signalled_mid_answer(world, signal.SIGINT)
+    assert code == 130, stderr
+    assert "Traceback" not in stderr
+    assert "cancelled" in shown
+    assert "word word" in shown
 
 
 def test_sigterm_cancels_the_run_and_saves_it_as_cancelled(world: CliWorld) -> None:
-    world.server.enqueue(text_response("word " * 200, pieces=200).with_delay(0.05))
-    proc = subprocess.Popen(
-        [str(CLI), "run", "write a lot"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=world.env,
-        cwd=world.project,
-    )
-    deadline = time.monotonic() + 20
-    while not world.server.requests and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)
-    proc.terminate()
-    _, stderr = proc.communicate(timeout=30)
-    assert proc.returncode == 143, stderr
+    code, stderr, shown = _signalled_mid_answer(world, signal.SIGTERM)
+    assert code == 143, stderr
     assert "terminated (SIGTERM); the session was saved" in stderr
-    sid = re.search(r"session (ses_\w+)", stderr)
-    assert sid, stderr
-    shown = world.run("sessions", "show", sid.group(1))
-    assert "cancelled" in shown.stdout and "running" not in shown.stdout
+    assert "cancelled" in shown and "running" not in shown and "word word" in shown
 
 
 def test_ctrl_c_at_a_permission_question_exits_at_once(world: CliWorld) -> None:
