@@ -1,17 +1,26 @@
-"""Low-level file writes the append-only file adapters share (task log, mailbox): whole writes
-on a descriptor and durable directory entries. Not an adapter family: any may import it."""
+"""Low-level file I/O the file adapters share (sandboxed files, task log, mailbox): whole reads
+and writes on a descriptor and durable directory entries. Not an adapter family: any may
+import it."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+_CHUNK = 1 << 20
 
-def read_all(fd: int) -> bytes:
-    """Everything from the descriptor's position to the end."""
+
+def read_all(fd: int, max_bytes: int | None = None) -> bytes:
+    """Everything from the descriptor's position to the end, or its first `max_bytes` bytes."""
     chunks: list[bytes] = []
-    while chunk := os.read(fd, 1 << 20):
+    remaining = max_bytes
+    while remaining is None or remaining > 0:
+        chunk = os.read(fd, _CHUNK if remaining is None else min(_CHUNK, remaining))
+        if not chunk:
+            break
         chunks.append(chunk)
+        if remaining is not None:
+            remaining -= len(chunk)
     return b"".join(chunks)
 
 

@@ -32,6 +32,7 @@ class GroupCommitWriter:
 
     def __init__(self, store: SessionStore, *, max_lag: int = 8) -> None:
         self._store = store
+        self._direct: bool = getattr(store, "commit_survives_cancel", False)
         self._max_lag = max_lag
         self._queue: list[TurnCommit] = []
         self._task: asyncio.Task[None] | None = None
@@ -60,11 +61,7 @@ class GroupCommitWriter:
         task and a shield between it and the store; any other store gets them.
         """
         task = self._task
-        if (
-            self._queue
-            or (task is not None and not task.done())
-            or not getattr(self._store, "commit_survives_cancel", False)
-        ):
+        if self._queue or (task is not None and not task.done()) or not self._direct:
             await self.submit(batch)
             await self.flush()
             return

@@ -21,14 +21,13 @@ them (dry run); `apply` skips a step whose memories changed since the plan.
 When it runs (`maybe_run`, for the runtime): at most once per `memory.consolidate_min_hours`
 and only after `memory.consolidate_min_sessions` root sessions were created since the last
 pass, and never while no memory is stored (the memory folder is not made for it), under an
-exclusive, non-blocking `flock` on ``<memory_dir>/.consolidation.lock`` (a
-second process skips). The lock file's mtime records the last pass: it is set (from the
-clock) when a pass starts, so a pass that crashes is not retried before `min_hours`; a pass
-whose model fails puts the previous mtime back (retried at the next trigger); one cancelled
-before it writes (its process ended first: a short CLI run) is tried again an hour later. A lock
-file
-created but never stamped has mtime 0 (never ran). `run(force=True)` (the CLI) skips the
-gates but not the lock.
+exclusive, non-blocking `flock` on ``<memory_dir>/.consolidation.lock`` (a second process
+skips). The lock file's mtime records the last pass: it is set (from the clock) when a pass
+starts, so a pass that crashes is not retried before `min_hours`; a pass whose model fails puts
+the previous mtime back (retried at the next trigger); one cancelled before it writes (its
+process ended first: a short CLI run) is tried again an hour later. A lock file created but
+never stamped has mtime 0 (never ran). `run(force=True)` (the CLI) skips the gates but not
+the lock.
 """
 
 from __future__ import annotations
@@ -77,10 +76,10 @@ from soong_agent.ports.system import Clock
 log = logging.getLogger("soong_agent.memory")
 
 LOCK_FILE = ".consolidation.lock"
+"""In the memory folder; its mtime is the start of the last pass (0: never)."""
 CANCELLED_RETRY_S = 3600.0
 """A pass cancelled before it wrote anything (its process ended first) is due again this much
 later (or after `min_hours`, when that is shorter)."""
-"""In the memory folder; its mtime is the start of the last pass (0: never)."""
 CONSOLIDATE_TIMEOUT_S = 300.0
 CONSOLIDATE_OUTPUT_TOKENS = 8_000
 BODY_CHARS = 1_500

@@ -118,7 +118,7 @@ class TerminalApprover:
         a line comes, as a thread of the loop's executor would at its shutdown. A read that
         was abandoned that way answers the next question."""
         pending = self._pending
-        if pending is None or (pending.done() and pending.cancelled()):
+        if pending is None:  # (awaited shielded only: never cancelled)
             loop = asyncio.get_running_loop()
             pending = self._pending = loop.create_future()
 

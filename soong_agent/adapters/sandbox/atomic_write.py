@@ -20,7 +20,7 @@ import secrets
 import stat
 import time
 
-from soong_agent.adapters.sandbox import safe_io
+from soong_agent.adapters.durable_files import write_all
 
 TEMP_PREFIX = ".soong-write-"
 TEMP_SUFFIX = ".tmp"
@@ -77,7 +77,7 @@ def replace_file(dir_fd: int, name: str, data: bytes, *, mode: int | None) -> No
         try:
             if mode is not None:
                 os.fchmod(fd, mode)
-            safe_io.write_all(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -33,6 +33,7 @@ import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from soong_agent.adapters.durable_files import read_all
 from soong_agent.adapters.sandbox import atomic_write, safe_io
 from soong_agent.adapters.sandbox.checked_io import (
     LinkGuard,
@@ -318,7 +319,7 @@ class LocalFileSystem:
                 raise sensitive_link_violation(display, "read of")
             if max_bytes is not None and max_bytes <= 0:
                 return b""
-            return safe_io.read_all(fd, max_bytes)
+            return read_all(fd, max_bytes)
         finally:
             os.close(fd)
 

@@ -20,7 +20,6 @@ from soong_agent.ports.errors import SandboxViolation
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # O_NONBLOCK: a FIFO never blocks the open
 WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK  # truncation waits for the checks
-_CHUNK = 1 << 20
 
 
 def swapped_error(display: str) -> SandboxViolation:
@@ -91,26 +90,3 @@ def open_beneath(
         return _open_at(fd, parts[-1], flags, mode, display)
     finally:
         os.close(fd)
-
-
-def read_all(fd: int, max_bytes: int | None = None) -> bytes:
-    """Read to the end of `fd`, or its first `max_bytes` bytes."""
-    chunks: list[bytes] = []
-    remaining = max_bytes
-    while remaining is None or remaining > 0:
-        size = _CHUNK if remaining is None else min(_CHUNK, remaining)
-        chunk = os.read(fd, size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        if remaining is not None:
-            remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write all of `data` to `fd`."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]

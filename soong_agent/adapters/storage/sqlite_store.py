@@ -340,14 +340,19 @@ class SqliteSessionStore:
             with contextlib.suppress(RuntimeError):  # closed meanwhile
                 self._worker.submit(self._db.warm_up)
 
-    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
+    async def _run(
+        self,
+        fn: Callable[..., _T],
+        *args: Any,
+        abandoned: list[BaseException] | None = None,
+    ) -> _T:
         if self._closed:
             raise UsageError(f"the session store {self._db.path} is closed")
         loop = asyncio.get_running_loop()
         done: asyncio.Future[_T] = loop.create_future()
         # one asyncio future settled from the worker, not run_in_executor's pair of futures
         # chained by callbacks: a commit a turn goes through here
-        self._worker.submit(_settle, loop, done, None, self._db.call, fn, *args)
+        self._worker.submit(_settle, loop, done, abandoned, self._db.call, fn, *args)
         return await done
 
     async def commit(self, batch: TurnCommit) -> None:
@@ -356,16 +361,7 @@ class SqliteSessionStore:
         Once called, the commit goes through on the worker even when its caller is cancelled
         meanwhile; if it then fails, the next commit (the cancelled run's last) raises that
         failure and writes nothing."""
-        if self._closed:
-            raise UsageError(f"the session store {self._db.path} is closed")
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        self._worker.submit(
-            _settle,
-            loop,
-            done,
-            self._abandoned,
-            self._db.call,
+        await self._run(
             _after_abandoned,
             self._abandoned,
             self._db.commit,
@@ -374,8 +370,8 @@ class SqliteSessionStore:
             list(batch.messages),
             list(batch.events),
             batch.at,
+            abandoned=self._abandoned,
         )
-        await done
 
     async def get_session(self, session_id: str) -> SessionInfo | None:
         """The session with this id, or None."""

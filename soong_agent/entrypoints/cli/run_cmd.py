@@ -175,29 +175,22 @@ def _set_up_sandboxing_meanwhile(container: CliContainer, loaded: LoadedConfig) 
     names (up to thousands of folder entries) mostly wait on the kernel. The container takes
     the result where it needed it (an error, a bad write root say, is raised there)."""
     import threading
+    from concurrent.futures import Future
 
     from dependency_injector import providers
 
     from soong_agent.entrypoints import factories
 
-    outcome: list[CommandSandboxing | BaseException] = []
+    outcome: Future[CommandSandboxing] = Future()
 
     def work() -> None:
         try:
-            outcome.append(factories.command_sandboxing(loaded))
+            outcome.set_result(factories.command_sandboxing(loaded))
         except BaseException as exc:  # raised where the container takes it
-            outcome.append(exc)
+            outcome.set_exception(exc)
 
-    thread = threading.Thread(target=work, name="soong-sandbox-setup", daemon=True)
-    thread.start()
-
-    def take() -> CommandSandboxing:
-        thread.join()
-        if isinstance(outcome[0], BaseException):
-            raise outcome[0]
-        return outcome[0]
-
-    container.adapters.command_sandboxing.override(providers.Singleton(take))
+    threading.Thread(target=work, name="soong-sandbox-setup", daemon=True).start()
+    container.adapters.command_sandboxing.override(providers.Singleton(outcome.result))
 
 
 def _exit_code(result: RunResult, clean: Callable[[str], str]) -> int:
