@@ -77,6 +77,9 @@ class FolderInstructions:
     ) -> list[InstructionDoc]:
         """Load the files of the folders these finished calls worked in (a call whose result is
         an error read, wrote and listed nothing); returns the files newly loaded."""
+        calls = [c for c in calls if c.name in FOLDER_TOOLS]
+        if not calls:  # the usual turn: no folder tool was called
+            return []
         ok = {r.call_id for r in results if not r.is_error}
         new: list[InstructionDoc] = []
         for call in calls:

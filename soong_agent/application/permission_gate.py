@@ -74,6 +74,16 @@ def target_of(
     return None, None
 
 
+def _runs_command(tool: Tool, args: BaseModel) -> bool:
+    """Whether `target_of` would find a command line in the call (the sandbox reviews it)."""
+    if tool.target_field is not None and tool.target_kind is not None:
+        return tool.target_kind == "command"
+    command = args.__dict__.get("command")
+    if command is None and args.__pydantic_extra__:
+        command = args.__pydantic_extra__.get("command")
+    return isinstance(command, str)
+
+
 _NO_REVIEW = CommandReview()
 """What a call that runs no command line gets (frozen: shared)."""
 
@@ -98,6 +108,7 @@ class PermissionGate:
         self._rules = permissions.rules_for(policy)  # parsed once per gate, not per call
         self._grants = grants
         self._analyzer = analyzer
+        self._unseen: dict[str, str] = {}  # see `_allowed_unseen` ("": ask the policy each time)
 
     @property
     def read_only_unasked(self) -> bool:
@@ -108,6 +119,16 @@ class PermissionGate:
         self, call: ToolCallBlock, tool: Tool, args: BaseModel, ctx: ToolContext, rec: RunRecorder
     ) -> Ruling:
         """The decision for this call, the one-line summary of what it does, and the reason."""
+        unasked = self._allowed_unseen(tool, args, ctx)
+        if unasked is not None:
+            rec.event(
+                PermissionDecided,
+                call_id=call.id,
+                tool=tool.name,
+                decision="allow_once",
+                reason=unasked,
+            )
+            return Ruling("allow_once", "", unasked)
         scope, summary = tool.describe(args, ctx)
         kind, target = target_of(args, ctx.fs, tool)
         shell = None
@@ -123,6 +144,38 @@ class PermissionGate:
         if decision == "deny" and self._hooks is not None:
             await self._hooks.permission_denied(rec, tool=tool.name, call_id=call.id, reason=reason)
         return Ruling(decision, summary, reason)
+
+    def _allowed_unseen(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> str | None:
+        """The policy's reason when every call of `tool` is allowed whatever its arguments (a
+        read-only tool that runs no command line, ``readonly_default = "allow"``, no deny rule
+        about the tool, outside plan mode and bypass), so that it need not be described or
+        looked at: the verdict is the domain's, reached once per tool and kept. None otherwise.
+        """
+        if tool.permission_class != "read_only":
+            return None
+        reason = self._unseen.get(tool.name)
+        if reason is None:
+            policy = self._policy
+            if (
+                policy.readonly_default != "allow"
+                or policy.mode in ("bypass", "plan")
+                or any(rule.applies_to(tool.name) for rule in self._rules.deny)
+            ):
+                reason = ""
+            else:
+                verdict = permissions.decide(
+                    permissions.PermissionRequest(tool.name, "read_only", "*"),
+                    policy=self._policy,
+                    rules=self._rules,
+                    grants=self._grants,
+                )
+                reason = verdict.reason if verdict.outcome == "allow" else ""
+            self._unseen[tool.name] = reason
+        if not reason or _runs_command(tool, args):
+            return None
+        if self._plan_mode is not None and self._plan_mode.active(ctx.session_id):
+            return None
+        return reason
 
     async def _decide(
         self,

@@ -9,7 +9,7 @@ one-paragraph note of what was tried), then a stop with status ``stuck``. Before
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.domain.run_limits import RunLimits
@@ -35,11 +35,11 @@ _SPANS_KEPT = 64
 
 @dataclass(slots=True)
 class _Span:
-    """The messages one turn added to the active path, by id."""
+    """The messages one turn added to the active path, by id, and its calls."""
 
     index: int
-    ids: list[str] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
+    ids: tuple[str, ...]
+    calls: tuple[CallTrace, ...]
 
 
 class Steering:
@@ -96,14 +96,17 @@ class Steering:
         """Record one turn; act on the path when it looks stuck. A ``stop`` intervention is
         returned for the loop to end the run; the others are already applied."""
         calls = assistant.tool_calls
-        results = {r.call_id: r for r in tools.tool_results} if calls and tools is not None else {}
-        traces = tuple(_trace(call, results.get(call.id)) for call in calls)
-        # a turn's text is compared only between turns without tool calls (monologue)
-        text = "" if calls else digest(assistant.text)
-        ids = [assistant.id] if tools is None else [assistant.id, tools.id]
-        self._spans.append(_Span(index, ids, [t.label for t in traces]))
-        if len(self._spans) > _SPANS_KEPT:
-            del self._spans[:-_SPANS_KEPT]
+        if calls:
+            results = {r.call_id: r for r in tools.tool_results} if tools is not None else {}
+            traces = tuple([_trace(call, results.get(call.id)) for call in calls])
+            text = ""
+        else:  # a turn's text is compared only between turns without tool calls (monologue)
+            traces, text = (), digest(assistant.text)
+        ids = (assistant.id,) if tools is None else (assistant.id, tools.id)
+        spans = self._spans
+        spans.append(_Span(index, ids, traces))
+        if len(spans) > _SPANS_KEPT:
+            del spans[:-_SPANS_KEPT]
         intervention = self._detector.observe(
             TurnTrace(index=index, calls=traces, text=text, compacted=compacted)
         )
@@ -135,7 +138,7 @@ class Steering:
         kept = [m for m in rec.history if m.id not in drop]
         if len(kept) == len(rec.history):
             return []
-        labels = [label for s in spans for label in s.labels]
+        labels = [call.label for s in spans for call in s.calls]
         rec.replace_path([*kept, _note(f"{loop_summary(finding, labels)}\n\n{message}")])
         self._spans = []  # the path was rewritten (new ids); later findings are about new turns
         return sorted(drop)
@@ -145,12 +148,12 @@ def _trace(call: ToolCallBlock, result: ToolResultBlock | None) -> CallTrace:
     content = result.content if result is not None else ""
     is_error = result.is_error if result is not None else True
     error = content.strip().splitlines()[0][:ERROR_LINE_CHARS] if is_error and content else ""
-    return CallTrace(
-        signature=call_signature(call.name, call.arguments),
-        result=digest(content),
-        is_error=is_error,
-        error=error,
-        label=short_label(call.name, call.arguments),
+    return CallTrace(  # signature, result, is_error, error, label
+        call_signature(call.name, call.arguments),
+        digest(content),
+        is_error,
+        error,
+        short_label(call.name, call.arguments),
     )
 
 

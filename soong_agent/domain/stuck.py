@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 StuckKind = Literal["repeated_call", "repeated_error", "cycle", "monologue", "compaction_loop"]
 Action = Literal["reminder", "prune", "stop"]
@@ -44,9 +44,9 @@ class StuckSettings:
         return cls(same_call=0, same_error=0, cycle=0, monologue=0, compaction=0)
 
 
-@dataclass(frozen=True, slots=True)
-class CallTrace:
-    """One tool call and what it got back, reduced to what comparisons need."""
+class CallTrace(NamedTuple):
+    """One tool call and what it got back, reduced to what comparisons need (a named tuple:
+    one is made for every call of every turn)."""
 
     signature: str
     result: str
@@ -55,10 +55,11 @@ class CallTrace:
     label: str = ""  # `name(arguments)`, short, for messages
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TurnTrace:
     """One model turn: its calls (empty for a text-only turn), its text digest, and whether a
-    compaction was needed before it."""
+    compaction was needed before it. Never changed once made (not frozen: one is made every
+    turn, and a frozen dataclass costs twice as much to make)."""
 
     index: int
     calls: tuple[CallTrace, ...] = ()
