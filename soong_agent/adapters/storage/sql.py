@@ -78,7 +78,6 @@ SCHEMA_DDL: tuple[str, ...] = (
         "\tFOREIGN KEY(session_id) REFERENCES sessions (id)\n"
         ")"
     ),
-    "CREATE INDEX IF NOT EXISTS ix_messages_id ON messages (id)",
     "CREATE INDEX IF NOT EXISTS ix_messages_session_ordinal ON messages (session_id, ordinal)",
     (
         "CREATE TABLE IF NOT EXISTS runs (\n"

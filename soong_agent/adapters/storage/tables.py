@@ -99,7 +99,6 @@ class MessageRow(_Base, table=True):
     __table_args__ = (
         UniqueConstraint("session_id", "id", name="uq_messages_session_id"),
         Index("ix_messages_session_ordinal", "session_id", "ordinal"),
-        Index("ix_messages_id", "id"),
     )
 
     ordinal: int | None = Field(
