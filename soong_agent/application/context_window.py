@@ -55,9 +55,10 @@ def todos_in(history: Sequence[Message]) -> str:
     return ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Measure:
-    """The size of the context the next request would send."""
+    """The size of the context the next request would send (never changed once made; not
+    frozen, as one is made every turn)."""
 
     system_tokens: int
     non_system_tokens: int
@@ -202,20 +203,19 @@ class ContextWindow:
         Raises ConfigError when the measured system prompt leaves the window no room.
         """
         self._sync(history)
+        system = self.system_tokens()
+        non_system = self._estimate(self._known + self._unknown_bytes)
         inexact = bool(self._unknown) or self._system_o200k is None
-        if inexact and (exact or self._could_matter()):
+        if inexact and (exact or self._could_matter(system, non_system)):
             self._count_unknown()
             self._system_o200k = self._count(self._system_text)
-        system = self.system_tokens()
+            system = self.system_tokens()
+            non_system = self._estimate(self._known + self._unknown_bytes)
         try:
             self.budget = self._fitted(system)
         except ValueError as exc:
             raise ConfigError(f"context budget of the model: {exc}") from exc
-        return Measure(
-            system_tokens=system,
-            non_system_tokens=self._estimate(self._known + self._unknown_bytes),
-            exact=not self._unknown,
-        )
+        return Measure(system, non_system, not self._unknown)
 
     def _fitted(self, system: int) -> ContextBudget:
         """`_base` fitted to a system part of `system` tokens (ValueError: no room left); the
@@ -225,12 +225,12 @@ class ContextWindow:
             fitted = self._fitted_budget = (system, self._base.with_system(system))
         return fitted[1]
 
-    def _could_matter(self) -> bool:
-        """Whether the upper bounds come near the trigger (or leave no room at all); past
-        `WARM_UP_AT` of it the tokenizer starts loading in the background."""
-        bound = self._estimate(self._known + self._unknown_bytes)
+    def _could_matter(self, system: int, bound: int) -> bool:
+        """Whether the upper bounds (`system` and `bound` tokens) come near the trigger (or
+        leave no room at all); past `WARM_UP_AT` of it the tokenizer starts loading in the
+        background."""
         try:
-            budget = self._fitted(self.system_tokens())
+            budget = self._fitted(system)
         except ValueError:
             return True
         if bound > budget.compact_trigger * WARM_UP_AT:

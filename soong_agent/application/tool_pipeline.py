@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import Any, NamedTuple, assert_never
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,8 +24,7 @@ PREVIEW_HEAD_CHARS = 2_000
 PREVIEW_TAIL_CHARS = 500
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
+class _Prepared(NamedTuple):
     call: ToolCallBlock
     tool: Tool | None
     args: BaseModel | None
@@ -89,6 +87,13 @@ class ToolPipeline:
         if tool is None:
             known = ", ".join(self._registry.names()) or "none"
             return _Prepared(call, None, None, f"unknown tool {call.name!r}; tools: {known}")
+        if call.arguments.startswith("{"):  # the usual call: parsed and validated in one go
+            try:
+                return _Prepared(
+                    call, tool, tool.args_model.model_validate_json(call.arguments), None
+                )
+            except ValidationError:
+                pass  # told the way the steps below tell it (not valid JSON, or which argument)
         try:
             raw: Any = json.loads(call.arguments or "{}")
         except json.JSONDecodeError as exc:
@@ -129,11 +134,11 @@ class ToolPipeline:
     async def _one(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> None:
         started = self._clock.monotonic()
         output = await self._outcome(p, rec, ctx)
+        content = output.content
+        if len(content) > self._max_result_chars:
+            content = await self._fit(content, p.call.name, ctx)
         block = ToolResultBlock(
-            call_id=p.call.id,
-            name=p.call.name,
-            content=await self._fit(output.content, p.call.name, ctx),
-            is_error=output.is_error,
+            call_id=p.call.id, name=p.call.name, content=content, is_error=output.is_error
         )
         self.completed[p.call.id] = block
         for event_class, fields in output.events:
@@ -159,9 +164,8 @@ class ToolPipeline:
         )
 
     async def _fit(self, content: str, tool: str, ctx: ToolContext) -> str:
-        """A result within `max_result_chars`; longer ones are stored whole as artifacts."""
-        if len(content) <= self._max_result_chars:
-            return content
+        """A result longer than `max_result_chars` within it: stored whole as an artifact, the
+        model shown a preview (cut, without an artifact store)."""
         if self._artifacts is None:
             return _cut(content, self._max_result_chars)
         try:
@@ -179,8 +183,10 @@ class ToolPipeline:
 
     async def _outcome(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> ToolOutput:
         output, ran = await self._guarded(p, rec, ctx)
+        if self._hooks is None or not ran:
+            return output
         tasks = p.tool is not None and p.tool.name in TASK_HOOKS and p.args is not None
-        if self._hooks is not None and ran and tasks and not output.is_error:
+        if tasks and not output.is_error:
             assert p.tool is not None and p.args is not None
             await self._hooks.task_changed(
                 rec,
@@ -188,7 +194,7 @@ class ToolPipeline:
                 arguments=p.args.model_dump(mode="json"),
                 result=output.content,
             )
-        if self._hooks is not None and ran and p.tool is not None:
+        if p.tool is not None:
             await self._hooks.post_tool_use(
                 rec,
                 tool=p.tool.name,
