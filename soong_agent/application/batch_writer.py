@@ -9,6 +9,7 @@ than `max_lag` boundaries ahead waits, so memory and the durability lag stay bou
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 from soong_agent.ports.storage import SessionStore, TurnCommit
 
@@ -41,10 +42,23 @@ class GroupCommitWriter:
 
     async def submit(self, batch: TurnCommit) -> None:
         """Queue a batch; waits only when `max_lag` batches are already waiting."""
+        lagging = self.offer(batch)
+        if lagging is not None:
+            await lagging
+
+    def offer(self, batch: TurnCommit) -> Awaitable[None] | None:
+        """Queue a batch; None, or what to await first when `max_lag` batches are waiting
+        (`submit` without a coroutine for the usual case)."""
         self._raise_failure()
         self._queue.append(batch)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._drain())
+        if len(self._queue) >= self._max_lag:
+            return self._catch_up()
+        return None
+
+    async def _catch_up(self) -> None:
+        assert self._task is not None
         while len(self._queue) >= self._max_lag and not self._task.done():
             # wait for the transaction in flight to end (it empties the queue into the next)
             progress = self._progress = self._progress or asyncio.Event()

@@ -213,11 +213,16 @@ class AgentLoop:
                         Message(role="user", content=[TextBlock(text=mail)], kind="mail")
                     )
             await self._fitting.fit(rec)
-            blocked = await self._pre_sampling(rec)
-            if blocked is not None:
-                return "blocked", blocked
+            if self._hooks is not None:
+                blocked = await self._pre_sampling(rec)
+                if blocked is not None:
+                    return "blocked", blocked
+            left = self._steering.time_left(self._now())
             try:
-                turn = await self._call_model_in_time(rec)
+                if left is None:  # no wall-time budget (the usual run)
+                    turn = await self._call_model_recovering(rec)
+                else:
+                    turn = await self._call_model_in_time(rec, left)
             except TimeoutError:
                 self._close_open_turn(rec, INTERRUPTED)
                 return "budget_exhausted", self._budget_spent(rec, out_of_time=True)
@@ -235,7 +240,10 @@ class AgentLoop:
                     )
                 self._turn = turn
                 results = await self._pipeline.run_all(turn.calls, rec, self._ctx)
-                self._tasks_touched = any(c.name.startswith("task_") for c in turn.calls)
+                for call in turn.calls:  # (the flag was reset when this turn began)
+                    if call.name.startswith("task_"):
+                        self._tasks_touched = True
+                        break
                 self._turn = None
                 tools = rec.add_message(Message(role="tool", content=list(results)))
                 if self._instructions is not None:
@@ -267,7 +275,9 @@ class AgentLoop:
             )
             if steer is not None and steer.action == "stop":
                 return "stuck", steer.message
-            await rec.commit_pipelined()
+            lagging = rec.commit_pipelined()
+            if lagging is not None:
+                await lagging
         return (
             "max_turns",
             f"stopped after {self._settings.max_turns} model calls (runtime.max_turns)",
@@ -324,11 +334,9 @@ class AgentLoop:
                 cost = (cost or 0.0) + child_cost
         return self._steering.budget_spent(rec, usage, cost, self._now(), out_of_time=out_of_time)
 
-    async def _call_model_in_time(self, rec: RunRecorder) -> Turn:
-        """The model call, cut off when the wall-time budget runs out (TimeoutError)."""
-        left = self._steering.time_left(self._now())
-        if left is None:
-            return await self._call_model_recovering(rec)
+    async def _call_model_in_time(self, rec: RunRecorder, left: float) -> Turn:
+        """The model call, cut off when the wall-time budget runs out (TimeoutError) in `left`
+        seconds."""
         async with asyncio.timeout(left):
             return await self._call_model_recovering(rec)
 

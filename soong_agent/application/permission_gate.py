@@ -108,7 +108,7 @@ class PermissionGate:
         self._rules = permissions.rules_for(policy)  # parsed once per gate, not per call
         self._grants = grants
         self._analyzer = analyzer
-        self._unseen: dict[str, str] = {}  # see `_allowed_unseen` ("": ask the policy each time)
+        self._unseen: dict[str, str] = {}  # see `_unseen_reason` ("": ask the policy each time)
 
     @property
     def read_only_unasked(self) -> bool:
@@ -119,16 +119,9 @@ class PermissionGate:
         self, call: ToolCallBlock, tool: Tool, args: BaseModel, ctx: ToolContext, rec: RunRecorder
     ) -> Ruling:
         """The decision for this call, the one-line summary of what it does, and the reason."""
-        unasked = self._allowed_unseen(tool, args, ctx)
-        if unasked is not None:
-            rec.event(
-                PermissionDecided,
-                call_id=call.id,
-                tool=tool.name,
-                decision="allow_once",
-                reason=unasked,
-            )
-            return Ruling("allow_once", "", unasked)
+        ruling = self.allowed_unseen(call, tool, args, ctx, rec)
+        if ruling is not None:
+            return ruling
         scope, summary = tool.describe(args, ctx)
         kind, target = target_of(args, ctx.fs, tool)
         shell = None
@@ -145,7 +138,20 @@ class PermissionGate:
             await self._hooks.permission_denied(rec, tool=tool.name, call_id=call.id, reason=reason)
         return Ruling(decision, summary, reason)
 
-    def _allowed_unseen(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> str | None:
+    def allowed_unseen(
+        self, call: ToolCallBlock, tool: Tool, args: BaseModel, ctx: ToolContext, rec: RunRecorder
+    ) -> Ruling | None:
+        """`check`'s ruling, reported, when every call of `tool` is allowed whatever its
+        arguments (see `_unseen_reason`); None when the call must be looked at (`check`)."""
+        reason = self._unseen_reason(tool, args, ctx)
+        if reason is None:
+            return None
+        rec.event(
+            PermissionDecided, call_id=call.id, tool=tool.name, decision="allow_once", reason=reason
+        )
+        return Ruling("allow_once", "", reason)
+
+    def _unseen_reason(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> str | None:
         """The policy's reason when every call of `tool` is allowed whatever its arguments (a
         read-only tool that runs no command line, ``readonly_default = "allow"``, no deny rule
         about the tool, outside plan mode and bypass), so that it need not be described or

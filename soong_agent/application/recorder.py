@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Awaitable
 from typing import Any
 
 from pydantic import BaseModel
@@ -142,6 +143,7 @@ class RunRecorder:
         self._ids = ids
         self.session = session
         self.run_info = run_info
+        self._session_id, self._run_id = session.id, run_info.id  # (each event names them)
         self.history = history
         self._seq = 0
         self._messages: list[Message] = []
@@ -203,8 +205,8 @@ class RunRecorder:
         place and validated as is, which costs half of `cls(**fields)`), queue and publish it."""
         seq = self._seq = self._seq + 1
         fields["seq"] = seq
-        fields["run_id"] = self.run_info.id
-        fields["session_id"] = self.session.id
+        fields["run_id"] = self._run_id
+        fields["session_id"] = self._session_id
         fields["at"] = self._now()
         event: RunEvent = cls.__pydantic_validator__.validate_python(fields)
         self._events.append(event)
@@ -213,12 +215,13 @@ class RunRecorder:
 
     def _flush_streams(self) -> None:
         """Publish what the streams hold back: their piece of text has ended."""
-        for cls in list(self._held):
-            held = self._held.pop(cls)
-            assert self._redactor is not None
-            text = held.take(self._redactor, "", final=True)
-            if text:
-                self._publish(cls, {"text": text})
+        streams, self._held = self._held, {}
+        for cls, held in streams.items():
+            if held.pending:  # (most pieces were handed on whole)
+                assert self._redactor is not None
+                text = held.take(self._redactor, "", final=True)
+                if text:
+                    self._publish(cls, {"text": text})
 
     def add_message(self, message: Message) -> Message:
         """Append a message to the active path, giving it an id (when it has none) and its
@@ -264,13 +267,14 @@ class RunRecorder:
         """Write everything since the last boundary in one transaction."""
         await self._writer.write(self._take_batch())
 
-    async def commit_pipelined(self) -> None:
-        """Start writing the pending batch and return without waiting for it.
+    def commit_pipelined(self) -> Awaitable[None] | None:
+        """Start writing the pending batch without waiting for it: None, or, when the store
+        lags `max_lag` batches behind, what to await before going on.
 
         The writes overlap the next model call (group commit, see `batch_writer`); the first
         boundary of a run uses it so that opening the store overlaps the first request.
         """
-        await self._writer.submit(self._take_batch())
+        return self._writer.offer(self._take_batch())
 
     def _take_batch(self) -> TurnCommit:
         now = self._now()

@@ -133,7 +133,9 @@ class ToolPipeline:
 
     async def _one(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> None:
         started = self._clock.monotonic()
-        output = await self._outcome(p, rec, ctx)
+        output, ran = await self._guarded(p, rec, ctx)
+        if ran and self._hooks is not None:
+            await self._after_tool(p, rec, output)
         content = output.content
         if len(content) > self._max_result_chars:
             content = await self._fit(content, p.call.name, ctx)
@@ -181,10 +183,9 @@ class ToolPipeline:
             return f"{cut}\n[the whole result could not be stored as an artifact: {exc}]"
         return artifact_preview(content, artifact_id=info.id, size=info.size)
 
-    async def _outcome(self, p: _Prepared, rec: RunRecorder, ctx: ToolContext) -> ToolOutput:
-        output, ran = await self._guarded(p, rec, ctx)
-        if self._hooks is None or not ran:
-            return output
+    async def _after_tool(self, p: _Prepared, rec: RunRecorder, output: ToolOutput) -> None:
+        """The task_changed and post_tool_use hooks of a call whose tool ran."""
+        assert self._hooks is not None
         tasks = p.tool is not None and p.tool.name in TASK_HOOKS and p.args is not None
         if tasks and not output.is_error:
             assert p.tool is not None and p.args is not None
@@ -202,7 +203,6 @@ class ToolPipeline:
                 output=output.content,
                 is_error=output.is_error,
             )
-        return output
 
     async def _pre_tool_use(
         self, p: _Prepared, rec: RunRecorder
@@ -252,7 +252,9 @@ class ToolPipeline:
             call, args = hooked
         ran = False
         try:
-            ruling = await self._gate.check(call, tool, args, ctx, rec)
+            ruling = self._gate.allowed_unseen(
+                call, tool, args, ctx, rec
+            ) or await self._gate.check(call, tool, args, ctx, rec)
             decision = ruling.decision
             match decision:
                 case "deny":
