@@ -61,6 +61,13 @@ _PLAIN = frozenset(
     }
 )
 _STREAMED = (TextDeltaEvent, ThinkingDeltaEvent)
+_FIELDS_SET: dict[tuple[Any, ...], set[str]] = {}
+"""The `__pydantic_fields_set__` that events (by class and the names given, in order) and
+content blocks (by class and the names given) share. Each event and message is kept for the
+run, and a set of its own would be one more object for the cyclic garbage collector to go
+through again and again (the most numerous kind of object a turn leaves). Only frozen models
+share one: pydantic adds to the set only when a field is assigned."""
+_set_attribute = object.__setattr__
 _TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
 
 
@@ -209,6 +216,12 @@ class RunRecorder:
         fields["session_id"] = self._session_id
         fields["at"] = self._now()
         event: RunEvent = cls.__pydantic_validator__.validate_python(fields)
+        key = (cls, *fields)  # one set of field names per kind of call (`_FIELDS_SET`)
+        given = _FIELDS_SET.get(key)
+        if given is None:
+            given = _FIELDS_SET[key] = event.__pydantic_fields_set__
+        else:
+            _set_attribute(event, "__pydantic_fields_set__", given)
         self._events.append(event)
         self._emit(event)
         return event
@@ -236,6 +249,14 @@ class RunRecorder:
         history = self.history
         values["parent_id"] = history[-1].id if history else None
         assigned.add("parent_id")
+        for block in message.content:  # (frozen: nothing adds to a block's set afterwards)
+            given = block.__pydantic_fields_set__
+            key = (type(block), frozenset(given))
+            shared = _FIELDS_SET.get(key)
+            if shared is None:
+                _FIELDS_SET[key] = given
+            elif shared is not given:
+                _set_attribute(block, "__pydantic_fields_set__", shared)
         history.append(message)
         self._messages.append(message)
         return message
