@@ -55,13 +55,12 @@ class CallTrace(NamedTuple):
     label: str = ""  # `name(arguments)`, short, for messages
 
 
-@dataclass(slots=True)
-class TurnTrace:
-    """One model turn: its calls (empty for a text-only turn), its text digest, and whether a
-    compaction was needed before it. Never changed once made (not frozen: one is made every
-    turn, and a frozen dataclass costs twice as much to make)."""
+class TurnTrace(NamedTuple):
+    """One model turn (its number, `turn`): its calls (empty for a text-only turn), its text
+    digest, and whether a compaction was needed before it. A named tuple of plain values, like
+    `CallTrace`: one is made every turn, and the garbage collector stops looking at it."""
 
-    index: int
+    turn: int
     calls: tuple[CallTrace, ...] = ()
     text: str = ""
     compacted: bool = False
@@ -190,8 +189,8 @@ class StuckDetector:
             "repeated_call",
             f"{first.calls[0].label} was called {count} times in a row and returned the same "
             "result each time",
-            first.index,
-            turns[-1].index,
+            first.turn,
+            turns[-1].turn,
         )
 
     def _repeated_error(self, count: int) -> Finding | None:
@@ -213,8 +212,8 @@ class StuckDetector:
         return Finding(
             "repeated_error",
             f"the same error came back {count} times in a row: {error}",
-            turns[-count].index,
-            turns[-1].index,
+            turns[-count].turn,
+            turns[-1].turn,
         )
 
     def _cycle(self, repeats: int) -> Finding | None:
@@ -245,8 +244,8 @@ class StuckDetector:
                 return Finding(
                     "cycle",
                     f"the calls {labels} repeated {repeats} times with the same results",
-                    tail[0].index,
-                    tail[-1].index,
+                    tail[0].turn,
+                    tail[-1].turn,
                 )
         return None
 
@@ -262,8 +261,8 @@ class StuckDetector:
         return Finding(
             "monologue",
             f"{count} answers in a row without a tool call repeat themselves",
-            tail[0].index,
-            tail[-1].index,
+            tail[0].turn,
+            tail[-1].turn,
         )
 
     def _compaction_loop(self, count: int) -> Finding | None:
@@ -277,8 +276,8 @@ class StuckDetector:
             "compaction_loop",
             f"the context needed compacting before each of the last {count} model calls; "
             "compaction frees nothing",
-            tail[0].index,
-            tail[-1].index,
+            tail[0].turn,
+            tail[-1].turn,
         )
 
 
