@@ -364,6 +364,8 @@ class RunRecorder:
                     clean = memo.get(value)
                     if clean is None:
                         clean = self._scrub(value)
+                    elif clean is not value and clean == value:
+                        continue  # the event's equal text (another object): nothing to replace
                 else:
                     clean = self._scrub(value)
                 if clean is not value:

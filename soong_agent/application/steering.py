@@ -9,7 +9,7 @@ one-paragraph note of what was tried), then a stop with status ``stuck``. Before
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.domain.run_limits import RunLimits
@@ -33,11 +33,11 @@ ERROR_LINE_CHARS = 200
 _SPANS_KEPT = 64
 
 
-class _Span(NamedTuple):
-    """The messages one turn added to the active path, by id, and its calls (a tuple of plain
-    values: the garbage collector stops looking at it)."""
+@dataclass(slots=True)
+class _Span:
+    """The messages one turn added to the active path, by id, and its calls."""
 
-    turn: int
+    index: int
     ids: tuple[str, ...]
     calls: tuple[CallTrace, ...]
 
@@ -108,7 +108,7 @@ class Steering:
         if len(spans) > _SPANS_KEPT:
             del spans[:-_SPANS_KEPT]
         intervention = self._detector.observe(
-            TurnTrace(index, traces, text, compacted)
+            TurnTrace(index=index, calls=traces, text=text, compacted=compacted)
         )
         if intervention is None:
             return None
@@ -133,7 +133,7 @@ class Steering:
         """Take the span's messages out of the active path (they stay stored), leaving a note
         of what was tried. The span is the trailing turns, so what remains is a valid path: it
         ends where the span began (after a tool result or a user message)."""
-        spans = [s for s in self._spans if finding.first <= s.turn <= finding.last]
+        spans = [s for s in self._spans if finding.first <= s.index <= finding.last]
         drop = {i for s in spans for i in s.ids}
         kept = [m for m in rec.history if m.id not in drop]
         if len(kept) == len(rec.history):

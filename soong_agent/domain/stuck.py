@@ -55,12 +55,13 @@ class CallTrace(NamedTuple):
     label: str = ""  # `name(arguments)`, short, for messages
 
 
-class TurnTrace(NamedTuple):
-    """One model turn (its number, `turn`): its calls (empty for a text-only turn), its text
-    digest, and whether a compaction was needed before it. A named tuple of plain values, like
-    `CallTrace`: one is made every turn, and the garbage collector stops looking at it."""
+@dataclass(slots=True)
+class TurnTrace:
+    """One model turn: its calls (empty for a text-only turn), its text digest, and whether a
+    compaction was needed before it. Never changed once made (not frozen: one is made every
+    turn, and a frozen dataclass costs twice as much to make)."""
 
-    turn: int
+    index: int
     calls: tuple[CallTrace, ...] = ()
     text: str = ""
     compacted: bool = False
@@ -189,8 +190,8 @@ class StuckDetector:
             "repeated_call",
             f"{first.calls[0].label} was called {count} times in a row and returned the same "
             "result each time",
-            first.turn,
-            turns[-1].turn,
+            first.index,
+            turns[-1].index,
         )
 
     def _repeated_error(self, count: int) -> Finding | None:
@@ -212,8 +213,8 @@ class StuckDetector:
         return Finding(
             "repeated_error",
             f"the same error came back {count} times in a row: {error}",
-            turns[-count].turn,
-            turns[-1].turn,
+            turns[-count].index,
+            turns[-1].index,
         )
 
     def _cycle(self, repeats: int) -> Finding | None:
@@ -244,8 +245,8 @@ class StuckDetector:
                 return Finding(
                     "cycle",
                     f"the calls {labels} repeated {repeats} times with the same results",
-                    tail[0].turn,
-                    tail[-1].turn,
+                    tail[0].index,
+                    tail[-1].index,
                 )
         return None
 
@@ -261,8 +262,8 @@ class StuckDetector:
         return Finding(
             "monologue",
             f"{count} answers in a row without a tool call repeat themselves",
-            tail[0].turn,
-            tail[-1].turn,
+            tail[0].index,
+            tail[-1].index,
         )
 
     def _compaction_loop(self, count: int) -> Finding | None:
@@ -276,8 +277,8 @@ class StuckDetector:
             "compaction_loop",
             f"the context needed compacting before each of the last {count} model calls; "
             "compaction frees nothing",
-            tail[0].turn,
-            tail[-1].turn,
+            tail[0].index,
+            tail[-1].index,
         )
 
 

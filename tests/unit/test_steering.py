@@ -37,7 +37,7 @@ def reminders(request: ModelRequest) -> list[str]:
 
 def trace(index: int, name: str, args: str, result: str = "same", error: bool = False) -> TurnTrace:
     call = CallTrace(call_signature(name, args), result, error, result if error else "", name)
-    return TurnTrace(turn=index, calls=(call,))
+    return TurnTrace(index=index, calls=(call,))
 
 
 def test_the_same_call_with_the_same_result_is_noticed_after_the_threshold() -> None:
@@ -109,15 +109,15 @@ def test_repeating_answers_and_compactions_that_free_nothing_are_noticed() -> No
     talk = StuckDetector(StuckSettings(monologue=4))
     found = None
     for index in range(1, 5):
-        found = talk.observe(TurnTrace(turn=index, text=digest(f"same {index % 2}")))
+        found = talk.observe(TurnTrace(index=index, text=digest(f"same {index % 2}")))
     assert found is not None and found.finding.kind == "monologue"
     writing = StuckDetector(StuckSettings(monologue=4))
     for index in range(1, 9):
-        assert writing.observe(TurnTrace(turn=index, text=digest(f"part {index}"))) is None
+        assert writing.observe(TurnTrace(index=index, text=digest(f"part {index}"))) is None
     compacting = StuckDetector(StuckSettings(compaction=3))
     found = None
     for index in range(1, 4):
-        found = compacting.observe(TurnTrace(turn=index, text="", compacted=True))
+        found = compacting.observe(TurnTrace(index=index, text="", compacted=True))
     assert found is not None and found.finding.kind == "compaction_loop"
 
 

@@ -33,6 +33,8 @@ from soong_agent.ports.system import SecretSource
 
 SHORT = 256
 """Texts shorter than this are probed with one regex of every anchor, longer ones per detector."""
+CLEAN_KEPT = 512
+"""At most this many short texts are remembered as holding no secret."""
 MAX_HELD = 4096
 """`settled` never holds back more than this of a run of text without whitespace."""
 MAX_BLOCK = 16_384
@@ -81,6 +83,10 @@ class SecretScrubber:
         self._read_at = -math.inf
         self._values: tuple[tuple[str, str], ...] = ()  # (value, name), longest first
         self._quick_re: re.Pattern[str] | None = None  # any anchor or value (for short texts)
+        self._clean: set[str] = set()
+        """Short texts `_quick_re` found nothing in (forgotten with it, when the key values
+        change): a run redacts the same ones again and again (a permission reason, the
+        arguments of a repeated call, a text both an event and a message carry)."""
         self._marks: dict[str, str] = {}
 
     # --- the port --------------------------------------------------------------------------
@@ -90,7 +96,15 @@ class SecretScrubber:
             quick = self._quick_re
             if quick is None or self._monotonic() - self._read_at >= self._refresh_s:
                 quick = self._quick()
-            if quick.search(before + text if before else text) is None:
+            if before:
+                if quick.search(before + text) is None:
+                    return text
+            elif text in self._clean:
+                return text
+            elif quick.search(text) is None:
+                if len(self._clean) >= CLEAN_KEPT:
+                    self._clean.clear()
+                self._clean.add(text)
                 return text
         if before:
             full, offset = before + text, len(before)
@@ -187,6 +201,7 @@ class SecretScrubber:
         values = tuple(sorted(found.items(), key=lambda vn: -len(vn[0])))
         if values != self._values:
             self._values, self._quick_re = values, None
+            self._clean = set()
         return self._values
 
     def _quick(self) -> re.Pattern[str]:
