@@ -338,6 +338,8 @@ class RunTools:
 
     def request_specs(self) -> list[ToolSpec]:
         """What the model request carries: every tool but the deferred ones not loaded."""
+        if not self.deferred:  # (the usual run: asked before every model call)
+            return self.registry.specs()
         return _views(self.registry.specs(), self._hidden())[1]
 
     def catalogue(self) -> list[ToolSpec]:

@@ -91,6 +91,28 @@ async def test_data_survives_reopening(tmp_path: Path) -> None:
     await second.close()
 
 
+async def test_a_batch_of_many_events_is_written_whole_and_in_order(tmp_path: Path) -> None:
+    # a turn's events go in as multi-row INSERTs of at most EVENTS_PER_INSERT rows each: a
+    # batch of several such chunks (a group commit of many turns) keeps every event, in order
+    store = SqliteSessionStore(tmp_path / "s.sqlite")
+    events = [
+        TextDeltaEvent(seq=i, run_id="r1", session_id="s1", at=T0 + i, text=f"piece {i}")
+        for i in range(1, 251)
+    ]
+    await store.commit(TurnCommit(session=session(), run=run(), messages=[], events=events))
+    with pytest.raises(UsageError):  # a duplicate seq, even in the last chunk: nothing written
+        duplicate = TextDeltaEvent(seq=250, run_id="r1", session_id="s1", at=T0, text="again")
+        more = [
+            TextDeltaEvent(seq=i, run_id="r1", session_id="s1", at=T0, text="x")
+            for i in range(300, 420)
+        ]
+        await store.commit(
+            TurnCommit(session=session(), run=run(), messages=[], events=[*more, duplicate])
+        )
+    assert list(await store.run_events("r1")) == events
+    await store.close()
+
+
 async def test_pragmas_wal_and_schema(tmp_path: Path) -> None:
     db = tmp_path / "sessions.sqlite"
     store = SqliteSessionStore(db, busy_timeout_ms=1234)

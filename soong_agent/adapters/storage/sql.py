@@ -16,6 +16,7 @@ the cost for a small event).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any, cast
@@ -314,7 +315,6 @@ def positional(statement: str, names: tuple[str, ...]) -> str:
 
 
 INSERT_MESSAGE_BY_POSITION = positional(INSERT_MESSAGE, MESSAGE_PARAMS)
-INSERT_EVENT_BY_POSITION = positional(INSERT_EVENT, EVENT_PARAMS)
 
 
 def message_params(session_id: str, batch: list[Message], at: float) -> list[tuple[Any, ...]]:
@@ -323,8 +323,38 @@ def message_params(session_id: str, batch: list[Message], at: float) -> list[tup
     return [(m.id, session_id, m.parent_id, m.role, m.kind, to_json(m).decode(), at) for m in batch]
 
 
+EVENTS_PER_INSERT = 100
+"""Rows of one multi-row `insert_events` statement (6 parameters each, well under the 999 host
+parameters of the oldest SQLite the stdlib may bring)."""
+
+
+@functools.lru_cache(maxsize=EVENTS_PER_INSERT)
+def insert_events(count: int) -> str:
+    """`INSERT_EVENT` for `count` rows in one statement, bound from `event_values`: a turn's
+    events are one statement step instead of one each (and the writer thread gives up and takes
+    back the interpreter lock once, not once per event)."""
+    head = INSERT_EVENT.partition(" VALUES ")[0]
+    row = "(" + ", ".join("?" * len(EVENT_PARAMS)) + ")"
+    return f"{head} VALUES {', '.join([row] * count)}"
+
+
+def event_values(batch: Sequence[RunEvent]) -> list[Any]:
+    """The parameters of `insert_events(len(batch))`: each event's `EVENT_PARAMS` in turn."""
+    values: list[Any] = []
+    for e in batch:
+        values += (
+            e.run_id,
+            e.session_id,
+            e.seq,
+            e.type,
+            e.__pydantic_serializer__.to_json(e).decode(),
+            e.at,
+        )
+    return values
+
+
 def event_params(batch: list[RunEvent]) -> list[tuple[Any, ...]]:
-    """Parameters of `INSERT_EVENT_BY_POSITION`."""
+    """The parameters of `INSERT_EVENT`, a tuple per event (see `event_values`)."""
     return [
         (
             e.run_id,

@@ -142,7 +142,7 @@ class _Database:
         # a run's row changes at its start and its end only: the turns between leave it be
         run_row = None if run == self._written_run else sql.run_row(run)
         message_rows = sql.message_params(session.id, messages, at or updated_at)
-        event_rows = sql.event_params(events)
+        event_values = sql.event_values(events)
 
         def work(c: sqlite3.Connection) -> None:
             cursor = c.cursor()
@@ -151,8 +151,10 @@ class _Database:
                 cursor.execute(sql.UPSERT_RUN, run_row)
             if message_rows:
                 cursor.executemany(sql.INSERT_MESSAGE_BY_POSITION, message_rows)
-            if event_rows:
-                cursor.executemany(sql.INSERT_EVENT_BY_POSITION, event_rows)
+            step = sql.EVENTS_PER_INSERT * len(sql.EVENT_PARAMS)
+            for start in range(0, len(event_values), step):
+                chunk = event_values[start : start + step]
+                cursor.execute(sql.insert_events(len(chunk) // len(sql.EVENT_PARAMS)), chunk)
 
         try:
             transactions.write(conn, work)

@@ -11,6 +11,7 @@ results, events. A sync function runs in a worker thread so it never blocks the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -53,6 +54,10 @@ class FunctionTool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
 
+    @functools.cached_property
+    def _is_async(self) -> bool:  # (looked up once, not on every call)
+        return inspect.iscoroutinefunction(self.function)
+
     def as_tool(self) -> Tool:
         """The tool the runtime registers."""
         return Tool(
@@ -81,7 +86,7 @@ class FunctionTool:
                     ctx.fs.check_write(path)
         if self.context_param is not None:
             kwargs[self.context_param] = ctx
-        if inspect.iscoroutinefunction(self.function):
+        if self._is_async:
             result = await self.function(**kwargs)
         else:
             result = await asyncio.to_thread(self.function, **kwargs)
