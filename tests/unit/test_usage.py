@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from soong_agent.domain.config.schema import PriceConfig
 from soong_agent.domain.usage import cost_usd
@@ -30,6 +31,19 @@ def test_cost_prices_each_kind_of_token() -> None:
 def test_usage_adds_up() -> None:
     total = Usage(input_tokens=1, output_tokens=2) + Usage(input_tokens=3, cache_read_tokens=4)
     assert total == Usage(input_tokens=4, output_tokens=2, cache_read_tokens=4)
+    # the sum is what `Usage(...)` with every field given makes: same fields set, same JSON,
+    # and as frozen and as copyable as any other
+    given = Usage(
+        input_tokens=4, output_tokens=2, cache_read_tokens=4, cache_write_tokens=0, estimated=False
+    )
+    assert total.model_fields_set == given.model_fields_set
+    assert total.model_dump_json() == given.model_dump_json()
+    assert (total + Usage(estimated=True)).estimated
+    with pytest.raises(ValidationError):
+        total.input_tokens = 9  # type: ignore[misc]
+    copy = total.model_copy(update={"output_tokens": 7})
+    assert copy.output_tokens == 7 and total.output_tokens == 2
+    assert Usage(input_tokens=1).model_fields_set == {"input_tokens"}  # (not the sum's set)
 
 
 async def test_each_call_and_the_run_total_carry_usage_and_cost() -> None:
