@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from soong_agent.application.batch_writer import GroupCommitWriter
+from soong_agent.application.event_factory import EventFactory
 from soong_agent.application.run_handle import Run
 from soong_agent.ports.artifacts import ArtifactInfo, ArtifactStore
 from soong_agent.ports.events import RunEvent, RunStatus, TextDeltaEvent, ThinkingDeltaEvent
@@ -62,11 +63,11 @@ _PLAIN = frozenset(
 )
 _STREAMED = (TextDeltaEvent, ThinkingDeltaEvent)
 _FIELDS_SET: dict[tuple[Any, ...], set[str]] = {}
-"""The `__pydantic_fields_set__` that events (by class and the names given, in order) and
-content blocks (by class and the names given) share. Each event and message is kept for the
-run, and a set of its own would be one more object for the cyclic garbage collector to go
-through again and again (the most numerous kind of object a turn leaves). Only frozen models
-share one: pydantic adds to the set only when a field is assigned."""
+"""The `__pydantic_fields_set__` that content blocks (by class and the names given) share, as
+events do (`event_factory`). Each message is kept for the run, and a set of its own would be
+one more object for the cyclic garbage collector to go through again and again. Only frozen
+models share one: pydantic adds to the set only when a field is assigned."""
+_EVENTS = EventFactory()
 _set_attribute = object.__setattr__
 _TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
 
@@ -208,20 +209,14 @@ class RunRecorder:
         return self._publish(cls, fields)
 
     def _publish(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
-        """Sequence and validate the event (`fields` is the caller's own dict: completed in
-        place and validated as is, which costs half of `cls(**fields)`), queue and publish it."""
+        """Sequence and make the event (`fields` is the caller's own dict: completed in place
+        and made as is, see `EventFactory`), queue and publish it."""
         seq = self._seq = self._seq + 1
         fields["seq"] = seq
         fields["run_id"] = self._run_id
         fields["session_id"] = self._session_id
         fields["at"] = self._now()
-        event: RunEvent = cls.__pydantic_validator__.validate_python(fields)
-        key = (cls, *fields)  # one set of field names per kind of call (`_FIELDS_SET`)
-        given = _FIELDS_SET.get(key)
-        if given is None:
-            given = _FIELDS_SET[key] = event.__pydantic_fields_set__
-        else:
-            _set_attribute(event, "__pydantic_fields_set__", given)
+        event = _EVENTS.build(cls, fields)
         self._events.append(event)
         self._emit(event)
         return event

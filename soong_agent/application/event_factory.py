@@ -1,0 +1,190 @@
+"""Run events made from values the runtime produced itself, validated only when they need it.
+
+A run makes about seven events a turn, each from a handful of values the loop has just computed
+(ints, floats, strings, a `Usage`). For such values pydantic's validation is the identity: it
+returns the very same objects, in the model's field order, with the given names as the fields
+set. `EventFactory.build` makes exactly that event directly when every value already has the
+exact type its field would produce (and a literal field one of its values), at about half the
+cost; anything else (an int for a float field, a list, a missing or unknown field, a model class
+with validators) goes through pydantic's validation as before, with its coercions and errors.
+
+The first event of each kind of call (event class and the names given) is always validated,
+which also builds the class's deferred schema on the loop's thread before any event of it is
+serialised on the store's writer thread.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+
+from soong_agent.ports.events import RunEvent
+
+_new = object.__new__
+_set_attribute = object.__setattr__
+_NONE = type(None)
+_SCALARS = (str, int, float, bool, _NONE)
+
+_Check = tuple[str, tuple[type[Any], ...], frozenset[Any] | None]
+"""A given field, the exact types its value may have, and its literal values (if it has any)."""
+
+
+class _Plan(typing.NamedTuple):
+    template: dict[str, Any]  # every field in order, defaults filled in
+    checks: tuple[_Check, ...]  # the given fields, in the order given
+    given: set[str]
+    trusted: set[tuple[type[Any], ...]]
+    """The types of the given values (in order) seen to be what validation keeps as is."""
+    literals: tuple[tuple[str, frozenset[Any]], ...]
+    """The given literal fields: their values are checked on every call."""
+
+    def allows(self, fields: dict[str, Any]) -> bool:
+        """Whether each given literal field holds one of its values."""
+        for name, values in self.literals:  # noqa: SIM110 (no generator: called per event)
+            if fields[name] not in values:
+                return False
+        return True
+
+    def trusts(self, kinds: tuple[type[Any], ...]) -> bool:
+        """Whether values of these types (one per check) are kept as is: remembered."""
+        if len(self.trusted) >= _TRUSTED_MAX:
+            return False
+        for (_, allowed, _), kind in zip(self.checks, kinds, strict=True):
+            if kind not in allowed:
+                return False
+        self.trusted.add(kinds)
+        return True
+
+
+_TRUSTED_MAX = 16
+"""Type combinations remembered per plan (a field is seldom of more than two types)."""
+
+
+_SHARED_SETS: dict[tuple[Any, ...], set[str]] = {}
+"""The `__pydantic_fields_set__` that events of one class built from the same names share. Each
+event is kept for the run, and a set of its own would be one more object for the cyclic garbage
+collector to go through again and again. Only frozen models share one: pydantic adds to the set
+only when a field is assigned."""
+
+
+class EventFactory:
+    """Builds the events of runs; shared by every run (its plans depend on classes only)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[tuple[Any, ...], _Plan | None] = {}
+
+    def build(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
+        """The event `cls(**fields)` would make (ValidationError for invalid fields), made
+        without validation when `fields` hold exactly what validation would keep."""
+        key = (cls, *fields)
+        plan = self._plans.get(key, _UNSEEN)
+        if plan is not None and plan is not _UNSEEN:
+            kinds = tuple(map(type, fields.values()))
+            if (kinds in plan.trusted or plan.trusts(kinds)) and (
+                not plan.literals or plan.allows(fields)
+            ):
+                values = plan.template.copy()
+                values.update(fields)
+                event: RunEvent = _new(cls)
+                _set_attribute(event, "__dict__", values)
+                _set_attribute(event, "__pydantic_fields_set__", plan.given)
+                _set_attribute(event, "__pydantic_extra__", None)
+                _set_attribute(event, "__pydantic_private__", None)
+                return event
+        event = cls.__pydantic_validator__.validate_python(fields)
+        given = _SHARED_SETS.get(key)
+        if given is None:
+            given = event.__pydantic_fields_set__
+            if cls.model_config.get("frozen"):
+                _SHARED_SETS[key] = given
+        else:
+            _set_attribute(event, "__pydantic_fields_set__", given)
+        if plan is _UNSEEN:
+            self._plans[key] = plan_for(cls, tuple(fields), given)
+        return event
+
+
+_UNSEEN: Any = object()
+
+
+def plan_for(cls: type[Any], names: tuple[str, ...], given: set[str]) -> _Plan | None:
+    """How to make `cls` from these field names without validation; None when it must always
+    be validated (validators, private attributes, extra fields kept, a constrained field, a
+    default made by a factory or validated, a field type other than scalars, literals and
+    models)."""
+    if not issubclass(cls, BaseModel) or not cls.__pydantic_complete__:
+        return None
+    config = cls.model_config
+    if not config.get("frozen"):
+        return None  # (the fields set is shared)
+    decorators = cls.__pydantic_decorators__
+    if (
+        config.get("extra") == "allow"
+        or config.get("validate_default")
+        or config.get("strict")
+        or cls.__private_attributes__
+        or cls.__pydantic_post_init__ is not None
+        or decorators.validators
+        or decorators.field_validators
+        or decorators.root_validators
+        or decorators.model_validators
+    ):
+        return None
+    fields = cls.model_fields
+    if any(name not in fields for name in names):
+        return None  # unknown: validation says which
+    template: dict[str, Any] = {}
+    checks: list[_Check] = []
+    for name, info in fields.items():
+        if info.metadata or info.validate_default:
+            return None
+        if name in names:
+            kinds = _kinds(info.annotation)
+            if kinds is None:
+                return None
+            checks.append((name, *kinds))
+        elif info.default_factory is not None or type(info.default) not in _SCALARS:
+            return None  # a fresh default each time (or a copy), or a required field missing
+        template[name] = info.default if name not in names else None
+    checks.sort(key=lambda check: names.index(check[0]))  # the order `build` reads the values
+    literals = tuple((name, values) for name, _, values in checks if values is not None)
+    return _Plan(template, tuple(checks), given, set(), literals)
+
+
+def _kinds(annotation: Any) -> tuple[tuple[type[Any], ...], frozenset[Any] | None] | None:
+    """The exact types a value of `annotation` is kept as is by validation, and the literal
+    values it may take; None for any other annotation."""
+    if annotation in _SCALARS:
+        return (annotation,), None
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        values = typing.get_args(annotation)
+        if not all(type(v) in (str, int, bool) for v in values):
+            return None
+        return tuple({type(v) for v in values}), frozenset(values)
+    if origin in (types.UnionType, typing.Union):
+        allowed: list[type[Any]] = []
+        literals: set[Any] | None = None
+        parts = [_kinds(arg) for arg in typing.get_args(annotation)]
+        if any(part is None for part in parts):
+            return None
+        for part in parts:
+            assert part is not None
+            part_types, part_literals = part
+            allowed.extend(part_types)
+            if part_literals is not None:
+                literals = (literals or set()) | part_literals
+        if literals is not None:
+            if set(allowed) - {str, int, bool, _NONE}:
+                return None  # a literal beside a free type: not checked here
+            if _NONE in allowed:
+                literals.add(None)
+        return tuple(dict.fromkeys(allowed)), frozenset(literals) if literals is not None else None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if annotation.model_config.get("revalidate_instances", "never") != "never":
+            return None
+        return (annotation,), None
+    return None
