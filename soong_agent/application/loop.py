@@ -45,6 +45,7 @@ from soong_agent.ports.messages import (
     Message,
     TextBlock,
     ToolResultBlock,
+    assembled,
     user_text,
 )
 from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart, ToolChoice
@@ -226,7 +227,7 @@ class AgentLoop:
             except TimeoutError:
                 self._close_open_turn(rec, INTERRUPTED)
                 return "budget_exhausted", self._budget_spent(rec, out_of_time=True)
-            assistant = rec.add_message(Message(role="assistant", content=turn.content()))
+            assistant = rec.add_message(assembled("assistant", turn.content()))
             if self._hooks is not None:
                 await self._post_sampling(rec, turn, assistant.text)
             self._turn = None
@@ -245,7 +246,7 @@ class AgentLoop:
                         self._tasks_touched = True
                         break
                 self._turn = None
-                tools = rec.add_message(Message(role="tool", content=list(results)))
+                tools = rec.add_message(assembled("tool", list(results)))
                 if self._instructions is not None:
                     self._instructions.after_tools(turn.calls, results, rec)
             elif turn.stop == "max_tokens" and continuations < self._settings.max_continuations:

@@ -23,7 +23,6 @@ from soong_agent.domain.stuck import (
     call_signature,
     digest,
     loop_summary,
-    short_label,
 )
 from soong_agent.ports.events import BudgetExhausted, StuckDetected
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
@@ -97,8 +96,12 @@ class Steering:
         returned for the loop to end the run; the others are already applied."""
         calls = assistant.tool_calls
         if calls:
-            results = {r.call_id: r for r in tools.tool_results} if tools is not None else {}
-            traces = tuple([_trace(call, results.get(call.id)) for call in calls])
+            results = tools.tool_results if tools is not None else []
+            if len(calls) == 1 and len(results) == 1 and results[0].call_id == calls[0].id:
+                traces: tuple[CallTrace, ...] = (_trace(calls[0], results[0]),)  # the usual turn
+            else:
+                by_id = {r.call_id: r for r in results}
+                traces = tuple([_trace(call, by_id.get(call.id)) for call in calls])
             text = ""
         else:  # a turn's text is compared only between turns without tool calls (monologue)
             traces, text = (), digest(assistant.text)
@@ -148,12 +151,13 @@ def _trace(call: ToolCallBlock, result: ToolResultBlock | None) -> CallTrace:
     content = result.content if result is not None else ""
     is_error = result.is_error if result is not None else True
     error = content.strip().splitlines()[0][:ERROR_LINE_CHARS] if is_error and content else ""
-    return CallTrace(  # signature, result, is_error, error, label
+    return CallTrace(  # signature, result, is_error, error, name, arguments
         call_signature(call.name, call.arguments),
         digest(content),
         is_error,
         error,
-        short_label(call.name, call.arguments),
+        call.name,
+        call.arguments,
     )
 
 

@@ -52,7 +52,13 @@ class CallTrace(NamedTuple):
     result: str
     is_error: bool
     error: str = ""
-    label: str = ""  # `name(arguments)`, short, for messages
+    name: str = ""
+    arguments: str = ""
+
+    @property
+    def label(self) -> str:
+        """`name(arguments)`, short, for messages (made only when a message needs it)."""
+        return short_label(self.name, self.arguments)
 
 
 @dataclass(slots=True)

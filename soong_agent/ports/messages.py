@@ -91,6 +91,32 @@ class Message(BaseModel):
 
 MESSAGE_LIST = TypeAdapter(list[Message])
 
+_BLOCK_TYPES = (TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock)
+
+
+def assembled(role: Role, content: list[ContentBlock]) -> Message:
+    """``Message(role=role, content=content)`` for blocks that are already validated blocks
+    (what the runtime assembles from a model's answer and its tools' results, two messages a
+    turn), made without validating them again: `content` becomes the message's own list.
+    TypeError when an item is not a block (as validation would refuse it)."""
+    for block in content:
+        if type(block) not in _BLOCK_TYPES:
+            raise TypeError(f"not a content block: {type(block).__name__}")
+    message = _new(Message)
+    _set(
+        message,
+        "__dict__",
+        {"id": "", "parent_id": None, "role": role, "content": content, "kind": "normal"},
+    )
+    _set(message, "__pydantic_fields_set__", {"role", "content"})  # (its own: not frozen)
+    _set(message, "__pydantic_extra__", None)
+    _set(message, "__pydantic_private__", None)
+    return message
+
+
+_new = object.__new__
+_set = object.__setattr__
+
 
 def user_text(text: str, *, id: str = "", parent_id: str | None = None) -> Message:
     """A user message holding one text block."""

@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
 from soong_agent.application.tool_pipeline import _for_call
 from soong_agent.application.tools.base import ToolContext
-from soong_agent.ports.messages import Message, TextBlock, user_text
+from soong_agent.ports.messages import (
+    MESSAGE_LIST,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    assembled,
+    user_text,
+)
 from soong_agent.ports.storage import RunInfo, SessionInfo
 from soong_agent.testing import FixedClock, InMemoryFileSystem, InMemorySessionStore, SequentialIds
 
@@ -92,3 +103,24 @@ def test_the_end_of_a_run_keeps_every_field_of_its_header() -> None:
     assert rec.run_info == dataclasses.replace(
         started, status="max_turns", reason="stopped after 3 model calls", finished_at=500.0
     )
+
+
+def test_an_assembled_message_is_the_validated_one() -> None:
+    # the loop's two messages a turn are made from blocks without validating them again: the
+    # same message in every respect (a field added to Message later must be added there too)
+    blocks = [
+        ThinkingBlock(text="hmm", signature="sig"),
+        TextBlock(text="calling"),
+        ToolCallBlock(id="c1", name="noop", arguments="{}"),
+    ]
+    made = assembled("assistant", list(blocks))
+    validated = Message(role="assistant", content=list(blocks))
+    assert made == validated
+    assert list(made.__dict__) == list(validated.__dict__) == list(Message.model_fields)
+    assert made.model_fields_set == validated.model_fields_set
+    assert made.model_fields_set is not assembled("tool", []).model_fields_set  # its own
+    assert made.model_dump_json() == validated.model_dump_json()
+    result = assembled("tool", [ToolResultBlock(call_id="c1", name="noop", content="ok")])
+    assert MESSAGE_LIST.validate_json(f"[{result.model_dump_json()}]") == [result]
+    with pytest.raises(TypeError, match="dict"):
+        assembled("user", [{"type": "text", "text": "raw"}])  # type: ignore[list-item]
