@@ -1,20 +1,24 @@
-"""Run events made from values the runtime produced itself, validated only when they need it.
+"""Run events made from values the runtime produced itself, without validating them again.
 
 A run makes about seven events a turn, each from a handful of values the loop has just computed
-(ints, floats, strings, a `Usage`). For such values pydantic's validation is the identity: it
-returns the very same objects, in the model's field order, with the given names as the fields
-set. `EventFactory.build` makes exactly that event directly when every value already has the
-exact type its field would produce (and a literal field one of its values), at about half the
-cost; anything else (an int for a float field, a list, a missing or unknown field, a model class
-with validators) goes through pydantic's validation as before, with its coercions and errors.
+(ints, floats, strings, a `Usage`), whose types the loop's own code fixes. For such values
+pydantic's validation is the identity: it returns the very same objects, in the model's field
+order, with the given names as the fields set. `EventFactory.build` makes exactly that event
+directly; the values are validated at the boundaries instead: the session store serialises each
+event strictly (a value of the wrong type fails the commit, nothing is written), and with
+`SOONG_AGENT_CHECK_EVENTS=1` in the environment (the test suite sets it) every event made this
+way is validated too and must come out the same.
 
-The first event of each kind of call (event class and the names given) is always validated,
-which also builds the class's deferred schema on the loop's thread before any event of it is
-serialised on the store's writer thread.
+What validation could change or refuse is validated as before, with its coercions and errors:
+the first event of each kind of call (event class and the names given: this also builds the
+class's deferred schema on the loop's thread), a value outside a literal field's values, list
+and dict fields, factory defaults, and model classes with validators, private attributes or
+extra fields.
 """
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from typing import Any
@@ -29,15 +33,12 @@ _NONE = type(None)
 _SCALARS = (str, int, float, bool, _NONE)
 
 _Check = tuple[str, tuple[type[Any], ...], frozenset[Any] | None]
-"""A given field, the exact types its value may have, and its literal values (if it has any)."""
+"""A given field, the types its annotation allows, and its literal values (if it has any)."""
 
 
 class _Plan(typing.NamedTuple):
     template: dict[str, Any]  # every field in order, defaults filled in
-    checks: tuple[_Check, ...]  # the given fields, in the order given
     given: set[str]
-    trusted: set[tuple[type[Any], ...]]
-    """The types of the given values (in order) seen to be what validation keeps as is."""
     literals: tuple[tuple[str, frozenset[Any]], ...]
     """The given literal fields: their values are checked on every call."""
 
@@ -48,19 +49,9 @@ class _Plan(typing.NamedTuple):
                 return False
         return True
 
-    def trusts(self, kinds: tuple[type[Any], ...]) -> bool:
-        """Whether values of these types (one per check) are kept as is: remembered."""
-        if len(self.trusted) >= _TRUSTED_MAX:
-            return False
-        for (_, allowed, _), kind in zip(self.checks, kinds, strict=True):
-            if kind not in allowed:
-                return False
-        self.trusted.add(kinds)
-        return True
 
-
-_TRUSTED_MAX = 16
-"""Type combinations remembered per plan (a field is seldom of more than two types)."""
+CHECKED = os.environ.get("SOONG_AGENT_CHECK_EVENTS", "") not in ("", "0")
+"""Validate every event made without validation too, and fail when they differ (for tests)."""
 
 
 _SHARED_SETS: dict[tuple[Any, ...], set[str]] = {}
@@ -81,19 +72,17 @@ class EventFactory:
         without validation when `fields` hold exactly what validation would keep."""
         key = (cls, *fields)
         plan = self._plans.get(key, _UNSEEN)
-        if plan is not None and plan is not _UNSEEN:
-            kinds = tuple(map(type, fields.values()))
-            if (kinds in plan.trusted or plan.trusts(kinds)) and (
-                not plan.literals or plan.allows(fields)
-            ):
-                values = plan.template.copy()
-                values.update(fields)
-                event: RunEvent = _new(cls)
-                _set_attribute(event, "__dict__", values)
-                _set_attribute(event, "__pydantic_fields_set__", plan.given)
-                _set_attribute(event, "__pydantic_extra__", None)
-                _set_attribute(event, "__pydantic_private__", None)
-                return event
+        if plan is not None and plan is not _UNSEEN and (not plan.literals or plan.allows(fields)):
+            values = plan.template.copy()
+            values.update(fields)
+            event: RunEvent = _new(cls)
+            _set_attribute(event, "__dict__", values)
+            _set_attribute(event, "__pydantic_fields_set__", plan.given)
+            _set_attribute(event, "__pydantic_extra__", None)
+            _set_attribute(event, "__pydantic_private__", None)
+            if CHECKED:
+                _check(cls, fields, event)
+            return event
         event = cls.__pydantic_validator__.validate_python(fields)
         given = _SHARED_SETS.get(key)
         if given is None:
@@ -149,14 +138,27 @@ def plan_for(cls: type[Any], names: tuple[str, ...], given: set[str]) -> _Plan |
         elif info.default_factory is not None or type(info.default) not in _SCALARS:
             return None  # a fresh default each time (or a copy), or a required field missing
         template[name] = info.default if name not in names else None
-    checks.sort(key=lambda check: names.index(check[0]))  # the order `build` reads the values
     literals = tuple((name, values) for name, _, values in checks if values is not None)
-    return _Plan(template, tuple(checks), given, set(), literals)
+    return _Plan(template, given, literals)
+
+
+def _check(cls: type[Any], fields: dict[str, Any], event: RunEvent) -> None:
+    """Raise TypeError when validating `fields` would not make exactly `event`."""
+    validated = cls.__pydantic_validator__.validate_python(dict(fields))
+    made, wanted = event.__dict__, validated.__dict__
+    if list(made) != list(wanted) or any(
+        type(made[name]) is not type(value) or made[name] != value for name, value in wanted.items()
+    ):
+        raise TypeError(
+            f"{cls.__name__} made without validation differs from the validated event: "
+            f"{made!r} != {wanted!r}"
+        )
 
 
 def _kinds(annotation: Any) -> tuple[tuple[type[Any], ...], frozenset[Any] | None] | None:
-    """The exact types a value of `annotation` is kept as is by validation, and the literal
-    values it may take; None for any other annotation."""
+    """The types `annotation` allows, each a value of which validation keeps as it is (and
+    strict serialisation refuses another), and the literal values it may take; None for any
+    other annotation."""
     if annotation in _SCALARS:
         return (annotation,), None
     origin = typing.get_origin(annotation)

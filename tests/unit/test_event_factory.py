@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from soong_agent.application import event_factory
 from soong_agent.application.event_factory import EventFactory, plan_for
 from soong_agent.ports.events import (
     RUN_EVENT,
@@ -78,22 +79,34 @@ def test_an_event_made_without_validation_is_the_validated_one(
         made.seq = 4
 
 
-def test_values_validation_would_change_or_refuse_are_validated() -> None:
+def test_a_bad_literal_and_missing_or_unknown_fields_are_refused_as_by_validation() -> None:
     factory = EventFactory()
     built_twice(factory, ToolResultEvent, TURN_EVENTS[7][1])  # the plan exists from here on
     fields = {**BASE, "call_id": "c1", "name": "noop", "content": "ok", "is_error": False}
-    # an int for a float field becomes a float, as validation makes it
-    made = factory.build(ToolResultEvent, {**fields, "duration_ms": 2})
-    assert type(made.duration_ms) is float
-    assert json.loads(made.model_dump_json())["duration_ms"] == 2.0
-    with pytest.raises(ValidationError, match="duration_ms"):
-        factory.build(ToolResultEvent, {**fields, "duration_ms": "slow"})
     with pytest.raises(ValidationError, match="decision"):  # a value outside the literal
         built_twice(factory, PermissionDecided, {**TURN_EVENTS[6][1], "decision": "maybe"})
     with pytest.raises(ValidationError, match="content"):  # a required field missing
         factory.build(ToolResultEvent, {**BASE, "call_id": "c1", "name": "noop"})
     with pytest.raises(ValidationError, match="bogus"):  # an unknown one
         factory.build(ToolResultEvent, {**fields, "duration_ms": 1.0, "bogus": 1})
+
+
+def test_checked_events_must_come_out_as_validation_makes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # values are trusted to have their fields' types (the loop's code fixes them); the test
+    # suite runs with SOONG_AGENT_CHECK_EVENTS=1, so a call site passing another type fails
+    monkeypatch.setattr(event_factory, "CHECKED", True)
+    factory = EventFactory()
+    built_twice(factory, ToolResultEvent, TURN_EVENTS[7][1])
+    fields = {**BASE, "call_id": "c1", "name": "noop", "content": "ok", "is_error": False}
+    with pytest.raises(TypeError, match="differs from the validated event"):
+        factory.build(ToolResultEvent, {**fields, "duration_ms": 2})  # an int for a float
+    with pytest.raises(ValidationError, match="duration_ms"):
+        factory.build(ToolResultEvent, {**fields, "duration_ms": "slow"})
+    monkeypatch.setattr(event_factory, "CHECKED", False)
+    trusted = factory.build(ToolResultEvent, {**fields, "duration_ms": 2})  # as given
+    assert trusted.duration_ms == 2 and json.loads(trusted.model_dump_json())["duration_ms"] == 2.0
 
 
 def test_list_fields_and_factory_defaults_are_always_validated() -> None:

@@ -1,6 +1,6 @@
-"""Events and content blocks share their set of given field names (`_FIELDS_SET` in the
-recorder, to keep the objects a turn leaves behind few); what pydantic says about each of them
-stays what it says about a model built on its own."""
+"""Events and content blocks share their set of given field names (the event factory's
+`_SHARED_SETS`, the recorder's `_FIELDS_SET`: a turn leaves fewer objects behind); what pydantic
+says about each of them stays what it says about a model built on its own."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_a_copy_of_an_event_with_changes_leaves_the_others_alone() -> None:
     rec = recorder()
     events = [
         rec.event(
-            ToolResultEvent, call_id=f"c{i}", name="t", content="x", is_error=False, duration_ms=1
+            ToolResultEvent, call_id=f"c{i}", name="t", content="x", is_error=False, duration_ms=1.0
         )
         for i in range(2)
     ]

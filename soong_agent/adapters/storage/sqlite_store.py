@@ -25,6 +25,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pydantic_core import PydanticSerializationError
+
 from soong_agent.adapters.storage import sql, transactions
 from soong_agent.adapters.storage.worker import SerialWorker
 from soong_agent.ports.errors import RunError, UsageError
@@ -141,8 +143,15 @@ class _Database:
         session_row = sql.session_row(session, updated_at)
         # a run's row changes at its start and its end only: the turns between leave it be
         run_row = None if run == self._written_run else sql.run_row(run)
-        message_rows = sql.message_params(session.id, messages, at or updated_at)
-        event_values = sql.event_values(events)
+        try:
+            message_rows = sql.message_params(session.id, messages, at or updated_at)
+            event_values = sql.event_values(events)
+        except PydanticSerializationError as exc:  # a value of the wrong type: nothing written
+            first = str(exc).strip().splitlines()[-1].strip()
+            raise UsageError(
+                f"cannot commit the turn to {self.path}: a message or event holds a value of the "
+                f"wrong type ({first})"
+            ) from exc
 
         def work(c: sqlite3.Connection) -> None:
             cursor = c.cursor()
