@@ -27,7 +27,18 @@ from soong_agent.application.batch_writer import GroupCommitWriter
 from soong_agent.application.event_factory import EventFactory
 from soong_agent.application.run_handle import Run
 from soong_agent.ports.artifacts import ArtifactInfo, ArtifactStore
-from soong_agent.ports.events import RunEvent, RunStatus, TextDeltaEvent, ThinkingDeltaEvent
+from soong_agent.ports.events import (
+    ContextMeasured,
+    ModelCallStarted,
+    PermissionDecided,
+    RunEvent,
+    RunStatus,
+    TextDeltaEvent,
+    ThinkingDeltaEvent,
+    ToolCallRequested,
+    ToolResultEvent,
+    UsageEvent,
+)
 from soong_agent.ports.messages import Message
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore, TurnCommit
@@ -67,7 +78,19 @@ _FIELDS_SET: dict[tuple[Any, ...], set[str]] = {}
 events do (`event_factory`). Each message is kept for the run, and a set of its own would be
 one more object for the cyclic garbage collector to go through again and again. Only frozen
 models share one: pydantic adds to the set only when a field is assigned."""
-_EVENTS = EventFactory()
+_EVENTS = EventFactory(
+    # the events of every turn (see `event_factory`): the others are validated
+    (
+        ContextMeasured,
+        ModelCallStarted,
+        TextDeltaEvent,
+        ThinkingDeltaEvent,
+        UsageEvent,
+        ToolCallRequested,
+        PermissionDecided,
+        ToolResultEvent,
+    )
+)
 _set_attribute = object.__setattr__
 _TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
 

@@ -55,6 +55,9 @@ TURN_EVENTS: list[tuple[type[Any], dict[str, Any]]] = [
 ]
 
 
+TRUSTED = {cls for cls, _ in TURN_EVENTS} | {CompactionEvent}
+
+
 def built_twice(factory: EventFactory, cls: type[Any], fields: dict[str, Any]) -> Any:
     """The second event of this kind of call (the first is always validated)."""
     factory.build(cls, {**BASE, **fields})
@@ -65,7 +68,7 @@ def built_twice(factory: EventFactory, cls: type[Any], fields: dict[str, Any]) -
 def test_an_event_made_without_validation_is_the_validated_one(
     cls: type[Any], fields: dict[str, Any]
 ) -> None:
-    factory = EventFactory()
+    factory = EventFactory(TRUSTED)
     made = built_twice(factory, cls, fields)
     assert plan_for(cls, tuple({**BASE, **fields}), set()) is not None  # made directly
     validated = cls(**BASE, **fields)
@@ -80,7 +83,7 @@ def test_an_event_made_without_validation_is_the_validated_one(
 
 
 def test_a_bad_literal_and_missing_or_unknown_fields_are_refused_as_by_validation() -> None:
-    factory = EventFactory()
+    factory = EventFactory(TRUSTED)
     built_twice(factory, ToolResultEvent, TURN_EVENTS[7][1])  # the plan exists from here on
     fields = {**BASE, "call_id": "c1", "name": "noop", "content": "ok", "is_error": False}
     with pytest.raises(ValidationError, match="decision"):  # a value outside the literal
@@ -97,7 +100,7 @@ def test_checked_events_must_come_out_as_validation_makes_them(
     # values are trusted to have their fields' types (the loop's code fixes them); the test
     # suite runs with SOONG_AGENT_CHECK_EVENTS=1, so a call site passing another type fails
     monkeypatch.setattr(event_factory, "CHECKED", True)
-    factory = EventFactory()
+    factory = EventFactory(TRUSTED)
     built_twice(factory, ToolResultEvent, TURN_EVENTS[7][1])
     fields = {**BASE, "call_id": "c1", "name": "noop", "content": "ok", "is_error": False}
     with pytest.raises(TypeError, match="differs from the validated event"):
@@ -110,7 +113,7 @@ def test_checked_events_must_come_out_as_validation_makes_them(
 
 
 def test_list_fields_and_factory_defaults_are_always_validated() -> None:
-    factory = EventFactory()
+    factory = EventFactory(TRUSTED)
     fields = {
         "strategy": "summary",
         "tokens_before": 10,
@@ -141,7 +144,7 @@ def test_a_model_with_validators_or_not_frozen_is_always_validated() -> None:
     class Loose(BaseModel):
         text: str
 
-    factory = EventFactory()
+    factory = EventFactory({Checked, Loose})
     assert built_twice(factory, Checked, {"text": "hi"}).text == "HI"
     assert plan_for(Checked, ("text",), set()) is None
     first, second = factory.build(Loose, {"text": "a"}), factory.build(Loose, {"text": "b"})
@@ -151,7 +154,14 @@ def test_a_model_with_validators_or_not_frozen_is_always_validated() -> None:
 
 
 def test_events_of_one_kind_share_their_fields_set() -> None:
-    factory = EventFactory()
+    factory = EventFactory(TRUSTED)
     one, two = (factory.build(TextDeltaEvent, {**BASE, "text": t}) for t in ("a", "b"))
     assert one.model_fields_set is two.model_fields_set
     assert one.model_fields_set == set(BASE) | {"text"}
+
+
+def test_events_of_classes_not_trusted_are_always_validated() -> None:
+    factory = EventFactory({TextDeltaEvent})
+    fields = {**BASE, **TURN_EVENTS[7][1], "duration_ms": 2}  # an int for a float field
+    built_twice(factory, ToolResultEvent, fields)
+    assert type(factory.build(ToolResultEvent, dict(fields)).duration_ms) is float

@@ -320,10 +320,7 @@ INSERT_MESSAGE_BY_POSITION = positional(INSERT_MESSAGE, MESSAGE_PARAMS)
 def message_params(session_id: str, batch: list[Message], at: float) -> list[tuple[Any, ...]]:
     """Parameters of `INSERT_MESSAGE_BY_POSITION`; the caller has checked that ids are set."""
     to_json = Message.__pydantic_serializer__.to_json
-    return [
-        (m.id, session_id, m.parent_id, m.role, m.kind, to_json(m, warnings="error").decode(), at)
-        for m in batch
-    ]
+    return [(m.id, session_id, m.parent_id, m.role, m.kind, to_json(m).decode(), at) for m in batch]
 
 
 EVENTS_PER_INSERT = 100
@@ -342,15 +339,11 @@ def insert_events(count: int) -> str:
 
 
 def event_values(batch: Sequence[RunEvent]) -> list[Any]:
-    """The parameters of `insert_events(len(batch))`: each event's `EVENT_PARAMS` in turn.
-
-    Events and messages are serialised strictly (`warnings="error"`): the runtime makes most of
-    them without validating them again, and one holding a value of the wrong type for its field
-    raises `PydanticSerializationError` here rather than be stored as JSON that reading it back
-    would refuse."""
+    """The parameters of `insert_events(len(batch))`: each event's `EVENT_PARAMS` in turn
+    (`PydanticSerializationError` for an event holding a value JSON cannot take)."""
     values: list[Any] = []
     for e in batch:
-        payload = e.__pydantic_serializer__.to_json(e, warnings="error").decode()
+        payload = e.__pydantic_serializer__.to_json(e).decode()
         values += (e.run_id, e.session_id, e.seq, e.type, payload, e.at)
     return values
 

@@ -146,11 +146,11 @@ class _Database:
         try:
             message_rows = sql.message_params(session.id, messages, at or updated_at)
             event_values = sql.event_values(events)
-        except PydanticSerializationError as exc:  # a value of the wrong type: nothing written
+        except PydanticSerializationError as exc:  # a value JSON cannot take: nothing written
             first = str(exc).strip().splitlines()[-1].strip()
             raise UsageError(
-                f"cannot commit the turn to {self.path}: a message or event holds a value of the "
-                f"wrong type ({first})"
+                f"cannot commit the turn to {self.path}: a message or event holds a value that "
+                f"cannot be stored ({first})"
             ) from exc
 
         def work(c: sqlite3.Connection) -> None:
