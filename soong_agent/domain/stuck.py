@@ -167,14 +167,24 @@ class StuckDetector:
 
     # --- the checks ------------------------------------------------------------------------
     def _find(self) -> Finding | None:
+        """The first of the checks (in this order: repeated call, repeated error, cycle,
+        monologue, compaction loop) that finds something; each runs only when the last turn
+        can end such a span (one call; an error; no call; a compaction)."""
         s = self.settings
-        return (
-            self._repeated_call(s.same_call)
-            or self._repeated_error(s.same_error)
-            or self._cycle(s.cycle)
-            or self._monologue(s.monologue)
-            or self._compaction_loop(s.compaction)
-        )
+        last = self.turns[-1]
+        calls = last.calls
+        single = len(calls) == 1
+        found = self._repeated_call(s.same_call) if single else None
+        if found is None and calls and calls[0].is_error:
+            found = self._repeated_error(s.same_error)
+        if found is None:
+            if single:
+                found = self._cycle(s.cycle)
+            elif not calls:
+                found = self._monologue(s.monologue)
+        if found is None and last.compacted:
+            found = self._compaction_loop(s.compaction)
+        return found
 
     # Each check first looks at the last turn(s), where a run that makes progress differs, and
     # builds its finding only when the whole tail matches.
