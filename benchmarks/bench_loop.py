@@ -178,7 +178,7 @@ def slope_us(samples: list[float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     turns = args.turns
     results: dict[str, list[float]] = {"sqlite": [], "memory": []}
@@ -186,31 +186,43 @@ def main() -> None:
     writers: dict[str, list[float]] = {"sqlite": [], "memory": []}
     floors: list[float] = []
     batched_floors: list[float] = []
-    for i in range(args.runs + 1):
+    ratios: dict[str, list[float]] = {"sqlite": [], "memory": []}
+    for kind in ("sqlite", "memory"):  # warm-up: imports, first table creation
+        with tempfile.TemporaryDirectory() as tmp:
+            _, events, messages, _ = asyncio.run(one_run(Path(tmp), turns, sqlite=kind == "sqlite"))
+
+    def measure_floor(*, batched: bool = False) -> float:
+        with tempfile.TemporaryDirectory() as tmp:
+            cost = floor_run(
+                Path(tmp), turns, events // turns, max(1, messages // turns), batched=batched
+            )
+        (batched_floors if batched else floors).append(cost)
+        return cost
+
+    for _ in range(args.runs):
+        # each run is set against the floor measured right before and right after it: on a
+        # shared machine the speed drifts from second to second, and neighbours drift least
+        before = measure_floor()
         for kind in ("sqlite", "memory"):
             with tempfile.TemporaryDirectory() as tmp:
                 cpu, events, messages, writer = asyncio.run(
                     one_run(Path(tmp), turns, sqlite=kind == "sqlite")
                 )
-            if i == 0:
-                continue  # warm-up: imports, first table creation
+            after = measure_floor()
             steady = cpu[5:]  # the first turns pay for lazy imports and caches
-            results[kind].append(statistics.mean(steady))  # the writer's batches included
+            cost = statistics.mean(steady)  # the writer's batches included
+            results[kind].append(cost)
+            ratios[kind].append(cost / ((before + after) / 2))
             writers[kind].append(statistics.mean(writer[5:]))
             growth[kind].append(slope_us(steady))
-        for batched, into in ((False, floors), (True, batched_floors)):
-            with tempfile.TemporaryDirectory() as tmp:
-                cost = floor_run(
-                    Path(tmp), turns, events // turns, max(1, messages // turns), batched=batched
-                )
-            if i:
-                into.append(cost)
+            before = after
+        measure_floor(batched=True)
     floor = statistics.median(floors)
     print(
         f"loop: {turns} turns x 1 trivial tool through the SDK, CPU time of the whole process "
-        f"({args.runs} runs; mean per turn, median of the runs; each ratio is to the floor "
-        f"measured next to the run; ~{events // turns} events and {messages // turns} messages "
-        "written per turn)"
+        f"({args.runs} runs; mean per turn, median of the runs; each ratio is to the mean of the "
+        f"floors measured right before and after the run; ~{events // turns} events and "
+        f"{messages // turns} messages written per turn)"
     )
     print(
         f"  floor: plain Python + one raw sqlite3 insert per row: {floor * 1e6:7.1f} µs CPU / turn"
@@ -219,9 +231,7 @@ def main() -> None:
     print(f"  (stricter: the same rows batched, one transaction a turn: {batched * 1e6:6.1f} µs)")
     for kind, label in (("sqlite", "SQLite store"), ("memory", "in-memory store")):
         cost = statistics.median(results[kind])
-        # each run is set against the floor measured right after it: on a shared machine the
-        # speed drifts from minute to minute, and a ratio of neighbours drifts least
-        ratio = statistics.median(c / f for c, f in zip(results[kind], floors, strict=True))
+        ratio = statistics.median(ratios[kind])
         verdict = "ok" if cost <= 250e-6 and ratio <= 2 else "OVER"
         print(
             f"  soong-agent, {label:<16}                     : {cost * 1e6:7.1f} µs CPU / turn   "
