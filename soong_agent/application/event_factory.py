@@ -73,8 +73,9 @@ class EventFactory:
         self._plans: dict[tuple[Any, ...], _Plan | None] = {}
 
     def build(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
-        """The event `cls(**fields)` would make (ValidationError for invalid fields), made
-        without validation when `fields` hold exactly what validation would keep."""
+        """The event `cls(**fields)` makes. An event of a trusted class whose kind of call
+        has been validated once is made directly, its values taken to have their fields'
+        types (a literal field's value is checked); any other is validated (ValidationError)."""
         key = (cls, *fields)
         plan = self._plans.get(key, _UNSEEN)
         if plan is not None and plan is not _UNSEEN and (not plan.literals or plan.allows(fields)):
