@@ -131,14 +131,17 @@ class ContextWindow:
             return cp.approx_tokens(text)
         return self._counter.count(text)
 
-    def _sync(self, history: Sequence[Message]) -> None:
+    def _sync(self, history: Sequence[Message], loaded: bool | None = None) -> None:
+        """Take in the messages added since the last call (`loaded`: whether the tokenizer is,
+        when the caller knows)."""
         if len(self._ids) > len(history) or (
             self._ids and self._ids[-1] != history[len(self._ids) - 1].id
         ):
             self.reset(history)
             return
         known = self._o200k
-        loaded = self._loaded()
+        if loaded is None:
+            loaded = self._loaded()
         for message in history[len(self._ids) :]:
             mid = message.id
             self._ids.append(mid)
@@ -185,9 +188,9 @@ class ContextWindow:
             self._system_o200k = None
             self._system_bytes = None
 
-    def system_tokens(self) -> int:
+    def system_tokens(self, loaded: bool | None = None) -> int:
         if self._system_o200k is None:
-            if not self._loaded():
+            if not (self._loaded() if loaded is None else loaded):
                 if self._system_bytes is None:
                     self._system_bytes = len(self._system_text.encode("utf-8"))
                 return self._estimate(self._system_bytes)
@@ -202,9 +205,10 @@ class ContextWindow:
         exactly before anything is decided, so a context that fits is never compacted.
         Raises ConfigError when the measured system prompt leaves the window no room.
         """
-        self._sync(history)
-        system = self.system_tokens()
-        non_system = self._estimate(self._known + self._unknown_bytes)
+        loaded = self._loaded()  # (asked once: it turns True when a background load ends)
+        self._sync(history, loaded)
+        system = self.system_tokens(loaded)
+        non_system = math.ceil((self._known + self._unknown_bytes) * self.calibration.factor)
         inexact = bool(self._unknown) or self._system_o200k is None
         if inexact and (exact or self._could_matter(system, non_system)):
             self._count_unknown()

@@ -218,7 +218,8 @@ class AgentLoop:
                 blocked = await self._pre_sampling(rec)
                 if blocked is not None:
                     return "blocked", blocked
-            left = self._steering.time_left(self._now())
+            limits = self._steering.limits  # (no clock read without a wall-time budget)
+            left = None if limits.max_wall_ms is None else self._steering.time_left(self._now())
             try:
                 if left is None:  # no wall-time budget (the usual run)
                     turn = await self._call_model_recovering(rec)
@@ -231,10 +232,9 @@ class AgentLoop:
             if self._hooks is not None:
                 await self._post_sampling(rec, turn, assistant.text)
             self._turn = None
-            self._answer.append(assistant.text)
             tools: Message | None = None
             if turn.calls:
-                self._answer = []
+                self._answer = []  # the answer is what is said after the last tool calls
                 for call in turn.calls:
                     rec.event(
                         ToolCallRequested, call_id=call.id, name=call.name, arguments=call.arguments
@@ -250,6 +250,7 @@ class AgentLoop:
                 if self._instructions is not None:
                     self._instructions.after_tools(turn.calls, results, rec)
             elif turn.stop == "max_tokens" and continuations < self._settings.max_continuations:
+                self._answer.append(assistant.text)
                 continuations += 1
                 rec.add_message(
                     Message(
@@ -259,6 +260,7 @@ class AgentLoop:
                     )
                 )
             else:  # the answer is written with the run's end, in one transaction (`_finish`)
+                self._answer.append(assistant.text)
                 cut = turn.stop == "max_tokens"
                 reminder = await self._stop_hook(rec, "max_tokens" if cut else "end_turn")
                 if reminder is None:

@@ -303,6 +303,7 @@ class RunTools:
         self._seen = -2
         self.loaded: set[str] = set(loaded)
         self.deferred: set[str] = set()
+        self._request: tuple[object, object, int, list[ToolSpec]] = (None, None, 0, [])
         self._search = self._search_tool()
         self._arrange([])
 
@@ -337,10 +338,18 @@ class RunTools:
         return frozenset(self.deferred - self.loaded)
 
     def request_specs(self) -> list[ToolSpec]:
-        """What the model request carries: every tool but the deferred ones not loaded."""
-        if not self.deferred:  # (the usual run: asked before every model call)
-            return self.registry.specs()
-        return _views(self.registry.specs(), self._hidden())[1]
+        """What the model request carries: every tool but the deferred ones not loaded (asked
+        before every model call: the last answer is kept while the tool set, the deferred
+        set and the loaded tools stay the same; `loaded` only grows)."""
+        specs = self.registry.specs()
+        if not self.deferred:
+            return specs
+        kept = self._request
+        if kept[0] is specs and kept[1] is self.deferred and kept[2] == len(self.loaded):
+            return kept[3]
+        request = _views(specs, self._hidden())[1]
+        self._request = (specs, self.deferred, len(self.loaded), request)
+        return request
 
     def catalogue(self) -> list[ToolSpec]:
         """What the system prompt lists: every tool, deferred ones marked."""
