@@ -58,9 +58,14 @@ def writer_cpu() -> float:
         return 0.0
 
 
+STEADY = 5
+"""The first turns pay for lazy imports and caches: the figures start after them."""
+
+
 class InstantModel:
-    """Answers instantly: a tool call per turn, then a final text; notes the CPU clocks (the
-    process, and the store's writer thread)."""
+    """Answers instantly: a tool call per turn, then a final text; notes the process's CPU
+    clock at each call, and the store's writer thread's where the steady turns begin and end
+    (reading a thread's clock is a system call: not one a turn, to be counted in the turn)."""
 
     label = "instant"
 
@@ -71,8 +76,9 @@ class InstantModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         self.cpu.append(time.process_time())
-        self.writer.append(writer_cpu())
         n = len(self.cpu)
+        if n in (STEADY + 1, self.turns + 1):
+            self.writer.append(writer_cpu())
         if n <= self.turns:
             yield TextDelta("calling the tool")
             yield ToolCallReady(ToolCallBlock(id=f"c{n}", name="noop", arguments="{}"))
@@ -92,11 +98,9 @@ async def noop() -> str:
     return f"ok {next(_counter)}"
 
 
-async def one_run(
-    folder: Path, turns: int, *, sqlite: bool
-) -> tuple[list[float], int, int, list[float]]:
-    """Per-turn CPU seconds, the events and messages written per run, and per-turn CPU seconds
-    of the store's writer thread (included in the first)."""
+async def one_run(folder: Path, turns: int, *, sqlite: bool) -> tuple[list[float], int, int, float]:
+    """Per-turn CPU seconds, the events and messages written per run, and the mean CPU seconds
+    a steady turn of the store's writer thread (included in the first)."""
     _writer.clear()  # this run's store has a writer thread of its own
     model = InstantModel(turns)
     store: SessionStore = (
@@ -119,8 +123,8 @@ async def one_run(
         await store.close()
     assert events > turns * 5, "every event is durable"
     per_turn = [b - a for a, b in zip(model.cpu, model.cpu[1:], strict=False)]
-    writer = [b - a for a, b in zip(model.writer, model.writer[1:], strict=False)]
-    return per_turn, events, messages, writer
+    start, end = model.writer
+    return per_turn, events, messages, (end - start) / (turns - STEADY)
 
 
 def floor_run(
@@ -209,11 +213,11 @@ def main() -> None:
                     one_run(Path(tmp), turns, sqlite=kind == "sqlite")
                 )
             after = measure_floor()
-            steady = cpu[5:]  # the first turns pay for lazy imports and caches
+            steady = cpu[STEADY:]
             cost = statistics.mean(steady)  # the writer's batches included
             results[kind].append(cost)
             ratios[kind].append(cost / ((before + after) / 2))
-            writers[kind].append(statistics.mean(writer[5:]))
+            writers[kind].append(writer)
             growth[kind].append(slope_us(steady))
             before = after
         measure_floor(batched=True)
