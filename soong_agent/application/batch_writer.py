@@ -49,8 +49,7 @@ class GroupCommitWriter:
     def offer(self, batch: TurnCommit) -> Awaitable[None] | None:
         """Queue a batch; None, or what to await first when `max_lag` batches are waiting
         (`submit` without a coroutine for the usual case)."""
-        if self._error is not None:
-            raise self._error
+        self._raise_failure()
         self._queue.append(batch)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._drain())

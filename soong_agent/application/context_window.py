@@ -208,7 +208,7 @@ class ContextWindow:
         loaded = self._loaded()  # (asked once: it turns True when a background load ends)
         self._sync(history, loaded)
         system = self.system_tokens(loaded)
-        non_system = math.ceil((self._known + self._unknown_bytes) * self.calibration.factor)
+        non_system = self._estimate(self._known + self._unknown_bytes)
         inexact = bool(self._unknown) or self._system_o200k is None
         if inexact and (exact or self._could_matter(system, non_system)):
             self._count_unknown()

@@ -34,9 +34,6 @@ _set_attribute = object.__setattr__
 _NONE = type(None)
 _SCALARS = (str, int, float, bool, _NONE)
 
-_Check = tuple[str, tuple[type[Any], ...], frozenset[Any] | None]
-"""A given field, the types its annotation allows, and its literal values (if it has any)."""
-
 
 class _Plan(typing.NamedTuple):
     template: dict[str, Any]  # every field in order, defaults filled in
@@ -133,7 +130,7 @@ def plan_for(cls: type[Any], names: tuple[str, ...], given: set[str]) -> _Plan |
     if any(name not in fields for name in names):
         return None  # unknown: validation says which
     template: dict[str, Any] = {}
-    checks: list[_Check] = []
+    literals: list[tuple[str, frozenset[Any]]] = []
     for name, info in fields.items():
         if info.metadata or info.validate_default:
             return None
@@ -141,12 +138,12 @@ def plan_for(cls: type[Any], names: tuple[str, ...], given: set[str]) -> _Plan |
             kinds = _kinds(info.annotation)
             if kinds is None:
                 return None
-            checks.append((name, *kinds))
+            if kinds[1] is not None:
+                literals.append((name, kinds[1]))
         elif info.default_factory is not None or type(info.default) not in _SCALARS:
             return None  # a fresh default each time (or a copy), or a required field missing
         template[name] = info.default if name not in names else None
-    literals = tuple((name, values) for name, _, values in checks if values is not None)
-    return _Plan(template, given, literals)
+    return _Plan(template, given, tuple(literals))
 
 
 def _check(cls: type[Any], fields: dict[str, Any], event: RunEvent) -> None:
@@ -163,9 +160,8 @@ def _check(cls: type[Any], fields: dict[str, Any], event: RunEvent) -> None:
 
 
 def _kinds(annotation: Any) -> tuple[tuple[type[Any], ...], frozenset[Any] | None] | None:
-    """The types `annotation` allows, each a value of which validation keeps as it is (and
-    strict serialisation refuses another), and the literal values it may take; None for any
-    other annotation."""
+    """The types `annotation` allows, each a value of which validation keeps as it is, and
+    the literal values it may take; None for any other annotation."""
     if annotation in _SCALARS:
         return (annotation,), None
     origin = typing.get_origin(annotation)

@@ -218,8 +218,7 @@ class AgentLoop:
                 blocked = await self._pre_sampling(rec)
                 if blocked is not None:
                     return "blocked", blocked
-            limits = self._steering.limits  # (no clock read without a wall-time budget)
-            left = None if limits.max_wall_ms is None else self._steering.time_left(self._now())
+            left = self._steering.time_left(self._now)
             try:
                 if left is None:  # no wall-time budget (the usual run)
                     turn = await self._call_model_recovering(rec)

@@ -303,7 +303,7 @@ class RunTools:
         self._seen = -2
         self.loaded: set[str] = set(loaded)
         self.deferred: set[str] = set()
-        self._request: tuple[object, object, int, list[ToolSpec]] = (None, None, 0, [])
+        self._hidden_kept: tuple[object, int, frozenset[str]] = (None, 0, frozenset())
         self._search = self._search_tool()
         self._arrange([])
 
@@ -332,24 +332,20 @@ class RunTools:
         return self._mcp.warnings if self._mcp is not None else []
 
     def _hidden(self) -> frozenset[str]:
-        """The deferred tools not loaded (yet)."""
+        """The deferred tools not loaded (yet): asked before every model call, so the last
+        answer is kept while the deferred set is the same and nothing more was loaded
+        (`loaded` only grows; `_arrange` makes a new deferred set)."""
         if not self.deferred:
             return frozenset()
-        return frozenset(self.deferred - self.loaded)
+        deferred, count, hidden = self._hidden_kept
+        if deferred is not self.deferred or count != len(self.loaded):
+            hidden = frozenset(self.deferred - self.loaded)
+            self._hidden_kept = (self.deferred, len(self.loaded), hidden)
+        return hidden
 
     def request_specs(self) -> list[ToolSpec]:
-        """What the model request carries: every tool but the deferred ones not loaded (asked
-        before every model call: the last answer is kept while the tool set, the deferred
-        set and the loaded tools stay the same; `loaded` only grows)."""
-        specs = self.registry.specs()
-        if not self.deferred:
-            return specs
-        kept = self._request
-        if kept[0] is specs and kept[1] is self.deferred and kept[2] == len(self.loaded):
-            return kept[3]
-        request = _views(specs, self._hidden())[1]
-        self._request = (specs, self.deferred, len(self.loaded), request)
-        return request
+        """What the model request carries: every tool but the deferred ones not loaded."""
+        return _views(self.registry.specs(), self._hidden())[1]
 
     def catalogue(self) -> list[ToolSpec]:
         """What the system prompt lists: every tool, deferred ones marked."""

@@ -9,6 +9,7 @@ one-paragraph note of what was tried), then a stop with status ``stuck``. Before
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from soong_agent.application.recorder import RunRecorder
@@ -78,9 +79,12 @@ class Steering:
         rec.event(BudgetExhausted, budget=budget, reason=reason)
         return reason
 
-    def time_left(self, now: float) -> float | None:
-        """Seconds the wall-time budget leaves for the next model call (None: no cap)."""
-        return self.limits.remaining_s((now - self._started) * 1000)
+    def time_left(self, now: Callable[[], float]) -> float | None:
+        """Seconds the wall-time budget leaves for the next model call (None: no cap, and
+        the clock `now` is not read)."""
+        if self.limits.max_wall_ms is None:
+            return None
+        return self.limits.remaining_s((now() - self._started) * 1000)
 
     # --- stuck ------------------------------------------------------------------------------
     def after_turn(
@@ -96,12 +100,8 @@ class Steering:
         returned for the loop to end the run; the others are already applied."""
         calls = assistant.tool_calls
         if calls:
-            results = tools.tool_results if tools is not None else []
-            if len(calls) == 1 and len(results) == 1 and results[0].call_id == calls[0].id:
-                traces: tuple[CallTrace, ...] = (_trace(calls[0], results[0]),)  # the usual turn
-            else:
-                by_id = {r.call_id: r for r in results}
-                traces = tuple([_trace(call, by_id.get(call.id)) for call in calls])
+            results = {r.call_id: r for r in tools.tool_results} if tools is not None else {}
+            traces = tuple([_trace(call, results.get(call.id)) for call in calls])
             text = ""
         else:  # a turn's text is compared only between turns without tool calls (monologue)
             traces, text = (), digest(assistant.text)
