@@ -1,6 +1,6 @@
 """The CommandSandbox contract (SBX-3), on every implementation: NoSandbox, BubblewrapSandbox and
 LandlockSandbox where they work on this host, and the fake of `soong_agent.testing`
-(RecordingCommandSandbox) once it is there. RefusingSandbox has its own case: it never starts.
+(RecordingCommandSandbox). RefusingSandbox has its own case: it never starts.
 
 What a caller of the port relies on: `run` calls `start` exactly once with an argv that ends
 with the command's own argv, returns what `start` returns and raises what it raises;
@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from soong_agent import testing
 from soong_agent.adapters.ossandbox import (
     BubblewrapSandbox,
     LandlockSandbox,
@@ -34,8 +33,7 @@ from soong_agent.ports.ossandbox import (
     SandboxUnavailable,
 )
 from soong_agent.ports.process import ProcessResult
-
-FAKE = "RecordingCommandSandbox"
+from soong_agent.testing import RecordingCommandSandbox
 
 
 def _working(mechanism: str) -> None:
@@ -60,28 +58,30 @@ def _landlock() -> CommandSandbox:
     return LandlockSandbox(protect_agent=False)
 
 
-def _fake() -> CommandSandbox:
-    fake = getattr(testing, FAKE, None)
-    if fake is None:
-        pytest.skip(f"soong_agent.testing has no {FAKE} yet")
-    made: CommandSandbox = fake()
-    return made
-
-
-SANDBOXES: dict[str, Callable[[], CommandSandbox]] = {
+SPAWNING: dict[str, Callable[[], CommandSandbox]] = {
     "none": _none,
     "bubblewrap": _bubblewrap,
     "landlock": _landlock,
-    "fake": _fake,
 }
+"""The implementations that spawn what `start` gives them (the fake spawns nothing itself)."""
+SANDBOXES: dict[str, Callable[[], CommandSandbox]] = {**SPAWNING, "fake": RecordingCommandSandbox}
+
+
+def _made(maker: Callable[[], CommandSandbox]) -> Iterator[CommandSandbox]:
+    made = maker()
+    yield made
+    if isinstance(made, LandlockSandbox):
+        made.close()
 
 
 @pytest.fixture(params=sorted(SANDBOXES))
 def sandbox(request: pytest.FixtureRequest) -> Iterator[CommandSandbox]:
-    made = SANDBOXES[request.param]()
-    yield made
-    if isinstance(made, LandlockSandbox):
-        made.close()
+    yield from _made(SANDBOXES[request.param])
+
+
+@pytest.fixture(params=sorted(SPAWNING))
+def spawning_sandbox(request: pytest.FixtureRequest) -> Iterator[CommandSandbox]:
+    yield from _made(SPAWNING[request.param])
 
 
 @pytest.fixture
@@ -142,10 +142,9 @@ async def test_cancelling_waits_for_start_to_end(
 
 
 async def test_a_real_command_runs_through_it(
-    sandbox: CommandSandbox, policy: SandboxPolicy
+    spawning_sandbox: CommandSandbox, policy: SandboxPolicy
 ) -> None:
-    if type(sandbox).__name__ == FAKE:
-        pytest.skip("the fake spawns nothing itself")
+    sandbox = spawning_sandbox
     runner = SubprocessRunner()
 
     async def start(argv: Sequence[str]) -> ProcessResult:

@@ -575,13 +575,21 @@ def test_apply_summary_moves_a_boundary_that_would_orphan_a_result() -> None:
 
 
 def test_apply_summary_returns_copies() -> None:
-    messages = random_history(3)
+    chat = Chat()
+    chat.user("fix the parser " + "w" * 200)
+    chat.tool_turn("read_file", {"path": "src/parser.py"}, "def parse(): ...\n" * 40)
+    chat.tool_turn("edit_file", {"path": "src/parser.py"}, "edited")
+    chat.say("the parser is fixed")
+    chat.user("now add tests")
+    messages = chat.messages
     snapshot = [m.model_copy(deep=True) for m in messages]
-    tokens = counts(messages)
-    selection = select_for_summary(messages, tokens, keep_recent_tokens=1)
-    if selection is None:
-        pytest.skip("history has nothing to summarise")
-    apply_summary(messages, selection, "S", carry_for(messages), summary_id="s")
+    selection = select_for_summary(messages, counts(messages), keep_recent_tokens=1)
+    assert selection is not None  # everything before the last request can be summarised
+    out = apply_summary(messages, selection, "S", carry_for(messages), summary_id="s")
+    assert out[0].id == "s" and out[-1].text == "now add tests"
+    assert messages == snapshot
+    out[-1].content.append(TextBlock(text="changed"))  # what it returns is not the input's
+    out[-1].parent_id = "elsewhere"
     assert messages == snapshot
 
 
