@@ -25,7 +25,8 @@ from soong_agent.application.recorder import RunRecorder, redacting_artifacts
 from soong_agent.application.run_handle import Run
 from soong_agent.application.summarizer import Summarizer, tools_text
 from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
-from soong_agent.application.tools.base import ToolContext, ToolRegistry
+from soong_agent.application.tools.base import Tool, ToolContext, ToolRegistry
+from soong_agent.application.tools.catalog import apply_tool_config
 from soong_agent.application.tools.compact import compact_tool
 from soong_agent.application.tools.skills import skills_catalogue_text
 from soong_agent.domain.budget import ContextBudget, compute_budget
@@ -35,6 +36,7 @@ from soong_agent.domain.config.schema import (
     ContextConfig,
     McpToolsConfig,
     PermissionsConfig,
+    ToolsConfig,
 )
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.prompt import assemble_system_prompt, fit_instructions
@@ -105,6 +107,9 @@ class RunPolicies:
     mcp: McpToolsConfig = dataclasses.field(default_factory=McpToolsConfig)
     defer_threshold: int = 15
     """Past this many tools in all, MCP tools are deferred behind `tool_search`."""
+    tools: ToolsConfig = dataclasses.field(default_factory=ToolsConfig)
+    """`tools.disabled` / `tools.overrides` for the tools a run is given here (`compact`,
+    `tool_search`): the catalog's were applied when it was built."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +124,9 @@ class RunSpec:
     """The agent definition (preset) the run follows (AGT-1, AGT-3); None: the default."""
     persona: str = ""
     """The definition's prompt section, after the tools in the system prompt."""
+    compact: bool = True
+    """Whether the run is offered the `compact` tool (not when `tools.disabled` names it or
+    the agent definition's ceiling leaves it out)."""
 
     def for_run(
         self, *, tool_choice: ToolChoice | None = None, limits: RunLimits | None = None
@@ -185,8 +193,18 @@ class RunAssembler:
 
     # --- what a run would send ---------------------------------------------------------------
     def tools_of(self, spec: RunSpec, compaction: CompactionRequests) -> ToolRegistry:
-        """The spec's tools plus the run's own `compact` tool."""
-        return spec.tools.extended([compact_tool(compaction.request)])
+        """The spec's tools plus the run's own `compact` tool (when the spec offers it, with
+        `tools.overrides` applied)."""
+        if not spec.compact:
+            return spec.tools.extended(())
+        return spec.tools.extended(self._late([compact_tool(compaction.request)]))
+
+    def _late(self, tools: list[Tool]) -> list[Tool]:
+        """`tools.disabled` and `tools.overrides` applied to tools made for one run."""
+        config = self.policies.tools
+        if not config.disabled and not config.overrides:
+            return tools
+        return apply_tool_config(tools, config)[0]
 
     def system_prompt(
         self,
@@ -266,7 +284,9 @@ class RunAssembler:
         """The budget for the system prompt of a run of `spec`, counted exactly, and that
         prompt's size (what `config check` shows)."""
         tools = self.tools_of(spec, CompactionRequests())
-        run_tools = RunTools(tools, None, defer_threshold=self.policies.defer_threshold)
+        run_tools = RunTools(
+            tools, None, defer_threshold=self.policies.defer_threshold, adjust=self._late
+        )
         text = _system_text(self.system_prompt(run_tools, persona=spec.persona), run_tools)
         counter = self.ports.token_counter
         tokens = counter.count(text) if counter is not None else len(text) // 4
@@ -399,7 +419,11 @@ class RunAssembler:
         hub, policies = self.ports.mcp, self.policies
         if hub is None:
             return RunTools(
-                tools, None, defer_threshold=policies.defer_threshold, loaded=loaded
+                tools,
+                None,
+                defer_threshold=policies.defer_threshold,
+                loaded=loaded,
+                adjust=self._late,
             ), None
         reserved = tuple(tools.names())
         held = self._mcp_tools
@@ -408,7 +432,9 @@ class RunAssembler:
         else:
             mcp = McpTools(hub, policies.mcp, reserved=reserved)
             self._mcp_tools = (hub, policies.mcp, reserved, mcp)
-        run_tools = RunTools(tools, mcp, defer_threshold=policies.defer_threshold, loaded=loaded)
+        run_tools = RunTools(
+            tools, mcp, defer_threshold=policies.defer_threshold, loaded=loaded, adjust=self._late
+        )
         link = McpRunLink(hub, run_tools, startup_timeout_s=policies.mcp.startup_timeout_ms / 1000)
         return run_tools, link
 

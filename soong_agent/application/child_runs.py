@@ -34,6 +34,7 @@ from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
+from soong_agent.application.run_policy import ParentRun, bind_run
 from soong_agent.application.tools.base import ToolOutput
 from soong_agent.domain.history import unanswered_calls
 from soong_agent.domain.permissions import SessionGrants
@@ -475,7 +476,14 @@ class ParentLink:
         )
         if ports.approver is not None:
             ports = dataclasses.replace(ports, approver=NamedApprover(ports.approver, label))
-        child_assembler = assembler.derived(ports)
+        # the parent's restrictions bind the child: its mode, and its session's plan mode
+        bound = await bind_run(
+            assembler.derived(ports),
+            session_id=session.id,
+            resumed=False,
+            parent=ParentRun(parent.id, self._assembler.policies.permissions.mode),
+        )
+        child_assembler = bound.assembler
         assembled = child_assembler.assemble(
             child_spec,
             session=session,
@@ -485,8 +493,6 @@ class ParentLink:
             memory=memory,
             task_session_id=task_session_id,
         )
-        modes = ports.plan_modes
-        planning = modes is not None and modes.active(parent.id)
         link = {
             "kind": kind,
             "agent": agent,
@@ -503,10 +509,8 @@ class ParentLink:
         parent_rec.event(ChildStarted, **link)
         child_rec = assembled.recorder
         child_rec.event(ChildStarted, **link)
-        if modes is not None and planning:  # a child of a planning parent plans too (PLAN-2)
-            changed = modes.begin_run(session.id, plan_mode=True)
-            if changed is not None:
-                child_rec.event(PlanModeChanged, **changed)
+        if bound.plan_event is not None:  # a child of a planning parent plans too (PLAN-2)
+            child_rec.event(PlanModeChanged, **bound.plan_event)
         for message in copies:
             child_rec.add_message(message)
         task_run = asyncio.create_task(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -295,7 +295,10 @@ class RunTools:
         *,
         defer_threshold: int,
         loaded: Iterable[str] = (),
+        adjust: Callable[[list[Tool]], list[Tool]] | None = None,
     ) -> None:
+        """`adjust`: `tools.disabled` / `tools.overrides` for the tools made here
+        (`tool_search`): without `tool_search` nothing is deferred."""
         self.registry = registry
         self._fixed = registry.extended(())  # a copy: `registry` gets the arranged set
         self._mcp = mcp
@@ -304,7 +307,8 @@ class RunTools:
         self.loaded: set[str] = set(loaded)
         self.deferred: set[str] = set()
         self._hidden_kept: tuple[object, int, frozenset[str]] = (None, 0, frozenset())
-        self._search = self._search_tool()
+        made = self._search_tool()
+        self._search = made if adjust is None else next(iter(adjust([made])), None)
         self._arrange([])
 
     def refresh(self) -> bool:
@@ -322,9 +326,14 @@ class RunTools:
         optional = fixed.deferrable_names()
         if mcp_tools:
             optional = optional.union(t.name for t in mcp_tools)
-        defer = bool(optional) and len(fixed.names()) + len(mcp_tools) > self._threshold
+        search = self._search
+        defer = (
+            search is not None
+            and bool(optional)
+            and len(fixed.names()) + len(mcp_tools) > self._threshold
+        )
         self.deferred = set(optional) if defer else set()
-        extra = [self._search] if defer else []
+        extra = [search] if defer and search is not None else []
         self.registry.replace_all(fixed.extended([*extra, *mcp_tools]))
 
     @property

@@ -19,12 +19,19 @@ The switch, per session of a runtime (`PlanModes`, shared by the gate and the tw
 Every change is a `PlanModeChanged` event: the tools hand theirs to the pipeline as
 `ToolOutput.events`; `begin_run` returns the fields of a run's starting one.
 
-What a resumed session's mode is: the mode this runtime last knew for the session; in another
-process, the one its stored messages show — the last ``enter_plan_mode`` / ``exit_plan_mode``
-call whose result is not an error (`plan_mode_in`). A run started in plan mode whose model
-never called either tool leaves nothing in the messages, so only this runtime remembers it.
+What a resumed session's mode is — in this process or any other: the one its record says. Every
+change is a `PlanModeChanged` event in the session store, and a run that starts in plan mode
+records one at its start, so the last such event of the session's latest recorded run (its own,
+not one inherited from a parent) is the mode it was left in (`stored_plan_mode`); a session
+recorded before those events falls back to its messages — the last successful
+``enter_plan_mode`` / ``exit_plan_mode`` call (`plan_mode_in`).
 
-`permissions.mode = "plan"` in the config keeps every run in plan mode whatever this switch says.
+`permissions.mode = "plan"` (or an agent definition's `permission_mode: plan`) keeps every run
+in plan mode whatever this switch says, and turns the session's switch on as well: the session
+stays in plan mode until a plan is approved, even when the setting changes later.
+
+A child run (sub-agent, fork, worker, teammate) is linked to the session that started it: it is
+in plan mode while that session is (`PlanModes.link`), and cannot leave it itself.
 """
 
 from __future__ import annotations
@@ -46,15 +53,18 @@ from soong_agent.ports.approval import (
 )
 from soong_agent.ports.events import PlanModeChanged
 from soong_agent.ports.messages import Message
+from soong_agent.ports.storage import SessionStore
 
 __all__ = [
     "ENTER_PLAN_MODE",
     "EXIT_PLAN_MODE",
+    "PARENT_SOURCE",
     "PLAN_TOOL_NAMES",
     "PlanModes",
     "offered_in_plan_mode",
     "plan_mode_in",
     "plan_mode_tools",
+    "stored_plan_mode",
 ]
 
 ENTER_PLAN_MODE = "enter_plan_mode"
@@ -65,6 +75,9 @@ PLAN_TOOL_NAMES: frozenset[str] = frozenset(
 """The tools plan mode allows besides the read-only ones."""
 
 PREVIEW_LINES = 20
+PARENT_SOURCE = "parent"
+"""The `PlanModeChanged.source` of a child run that is in plan mode because the session that
+started it is: not the child's own switch (a record of the child's own mode skips it)."""
 
 _ON = (
     "Plan mode is on: only read-only tools and the plan tools (plan_write, plan_read, "
@@ -88,6 +101,22 @@ def plan_mode_in(messages: Iterable[Message]) -> bool | None:
     return mode
 
 
+async def stored_plan_mode(store: SessionStore, session_id: str) -> bool | None:
+    """The plan mode the session's record says it was left in: the last `PlanModeChanged` of
+    its own (not inherited from a parent) in its latest run that recorded anything, False
+    when that run recorded none; None when no run of the session recorded anything."""
+    for run in reversed(await store.list_runs(session_id)):
+        events = await store.run_events(run.id)
+        if not events:
+            continue
+        mode = False
+        for event in events:
+            if isinstance(event, PlanModeChanged) and event.source != PARENT_SOURCE:
+                mode = event.active
+        return mode
+    return None
+
+
 def offered_in_plan_mode(tools: Iterable[Tool]) -> list[Tool]:
     """The tools a run in plan mode may offer the model: read-only ones and the plan tools
     (only what is offered; the gate refuses the others whatever is offered)."""
@@ -96,20 +125,51 @@ def offered_in_plan_mode(tools: Iterable[Tool]) -> list[Tool]:
 
 class PlanModes:
     """Which sessions of a runtime are in plan mode (in memory; shared by the gate and the
-    plan-mode tools)."""
+    plan-mode tools), and which session each child session takes its plan mode from.
+
+    A session's own switch is what `enter_plan_mode`, `exit_plan_mode`, `run --plan` and a
+    plan-mode configuration set, and what its record keeps (`stored_plan_mode`). A child
+    session (a sub-agent, fork, worker or teammate) is *linked* to the session that started it:
+    it is in plan mode while that one is, whatever its own switch says, and only that one can
+    leave it (by an approved plan)."""
 
     def __init__(self) -> None:
         self._active: set[str] = set()
-        """The sessions in plan mode: only those are kept, so a runtime serving many sessions
-        holds nothing for the others (one leaving plan mode leaves it, in its transcript)."""
+        """The sessions whose own switch is on: only those are kept, so a runtime serving
+        many sessions holds nothing for the others."""
+        self._parents: dict[str, str] = {}
+        """child session -> the session it takes plan mode from."""
 
     def active(self, session_id: str) -> bool:
-        """Whether calls of this session's runs are held to plan mode."""
+        """Whether calls of this session's runs are held to plan mode: its own switch, or
+        that of a session it is linked to (up the chain)."""
+        if session_id in self._active:
+            return True
+        parents = self._parents
+        if not parents:
+            return False
+        seen = {session_id}
+        parent = parents.get(session_id)
+        while parent is not None and parent not in seen:
+            if parent in self._active:
+                return True
+            seen.add(parent)
+            parent = parents.get(parent)
+        return False
+
+    def own(self, session_id: str) -> bool:
+        """Whether the session's own switch is on (not only a linked session's)."""
         return session_id in self._active
 
+    def link(self, session_id: str, parent_session_id: str) -> None:
+        """Make `session_id` take plan mode from `parent_session_id` (kept for the runtime's
+        life: a child session belongs to its parent for good)."""
+        if session_id != parent_session_id:
+            self._parents[session_id] = parent_session_id
+
     def set(self, session_id: str, active: bool) -> bool:
-        """Switch the session's mode; whether it changed."""
-        changed = self.active(session_id) != active
+        """Switch the session's own mode; whether it changed."""
+        changed = self.own(session_id) != active
         if active:
             self._active.add(session_id)
         else:
@@ -117,26 +177,44 @@ class PlanModes:
         return changed
 
     def begin_run(
-        self, session_id: str, *, plan_mode: bool = False, earlier: Iterable[Message] = ()
+        self,
+        session_id: str,
+        *,
+        plan_mode: bool = False,
+        restored: bool = False,
+        enforced: str | None = None,
+        parent: str | None = None,
     ) -> dict[str, Any] | None:
         """Set the mode a new run of the session starts in and return the `PlanModeChanged`
         fields to record when it starts in plan mode (None: it does not).
 
-        `plan_mode`: the run was asked to start in plan mode (`run --plan`); else a resumed
-        session keeps the mode this runtime knows for it, or the one `earlier` (the session's
-        stored messages) shows (a session that left plan mode did so with an approved
-        `exit_plan_mode`, which its messages show).
+        `plan_mode`: the run was asked to start in plan mode (`run --plan`); `restored`: the
+        session's record says it is in plan mode (`stored_plan_mode`); `enforced`: what holds
+        the run to mode ``plan`` when something does (``permissions.mode`` or an agent
+        definition's `permission_mode`; the switch is turned on too, so the session stays in
+        plan mode until a plan is approved, even if that setting changes); `parent`: the
+        session this one is linked to (a child's), whose plan mode it shares.
         """
+        if parent is not None:
+            self.link(session_id, parent)
         if plan_mode:
             self.set(session_id, True)
             return {"active": True, "source": "run_start", "reason": "the run started in plan mode"}
-        restored = self.active(session_id) or bool(plan_mode_in(earlier))
+        if enforced is not None:
+            self.set(session_id, True)
+            return {"active": True, "source": "config", "reason": f"{enforced} is plan"}
         self.set(session_id, restored)
         if restored:
             return {
                 "active": True,
                 "source": "resume",
                 "reason": "the session was in plan mode when its last run ended",
+            }
+        if parent is not None and self.active(session_id):
+            return {
+                "active": True,
+                "source": PARENT_SOURCE,
+                "reason": "the session that started this one is in plan mode",
             }
         return None
 
@@ -165,6 +243,13 @@ class _PlanModeTools:
         name = args.plan_name
         if not self._modes.active(ctx.session_id):
             return ToolOutput("Plan mode is not on; nothing to leave.")
+        if not self._modes.own(ctx.session_id):
+            return ToolOutput(
+                "Plan mode is held by the agent that started you: only it can leave plan mode, "
+                "when the user approves its plan. Keep to reading and planning; report your "
+                "findings in your answer.",
+                is_error=True,
+            )
         try:
             check_plan_name(name)
         except ValueError as exc:

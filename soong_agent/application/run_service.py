@@ -16,8 +16,9 @@ from soong_agent.application.mcp_tools import loaded_in
 from soong_agent.application.memory_recall import MemoryRecall
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
+from soong_agent.application.run_policy import bind_run
 from soong_agent.domain.budget import ContextBudget
-from soong_agent.domain.permissions import SessionGrants
+from soong_agent.domain.permissions import PermissionMode, SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import SessionNotFound, UsageError
 from soong_agent.ports.events import (
@@ -57,7 +58,7 @@ class RunService:
         *,
         recall: MemoryRecall | None = None,
         extraction: MemoryExtraction | Callable[[], MemoryExtraction | None] | None = None,
-        presets: Callable[[str], RunSpec] | None = None,
+        presets: Callable[[str], tuple[RunAssembler, RunSpec]] | None = None,
         consolidation: MemoryConsolidation | Callable[[], MemoryConsolidation | None] | None = None,
         children: ChildRuns | None = None,
         orchestrator: Callable[[RunSpec], RunSpec] | None = None,
@@ -87,11 +88,13 @@ class RunService:
         self._grants: dict[str, SessionGrants] = {}
         self._active: dict[str, int] = {}  # runs in progress per session
 
-    def _spec_for(self, agent: str | None) -> RunSpec:
-        """The root spec, or the one of the agent definition `agent` (UsageError when there
-        is no such definition, or no presets in this runtime)."""
+    def _setup_for(self, agent: str | None) -> tuple[RunAssembler, RunSpec]:
+        """The root's assembler and spec, or those of the agent definition `agent`: its tools
+        within its ceiling, its prompt, `max_turns`, `model_profile`, `permission_mode` and
+        `skills`, exactly as a child of that definition gets them (AGT-1, AGT-3). UsageError
+        when there is no such definition, or no presets in this runtime."""
         if agent is None:
-            return self._root
+            return self._assembler, self._root
         if self._presets is None:
             raise UsageError("agent presets are not available in this runtime")
         return self._presets(agent)
@@ -206,7 +209,7 @@ class RunService:
                 session = dataclasses.replace(session, agent=agent)
         if session_id is not None and not orchestrator and self.children and self.children.pools:
             orchestrator = await ports.store.get_mark(session_id, ORCHESTRATOR_MARK) is not None
-        spec = self._spec_for(agent)
+        assembler, spec = self._setup_for(agent)
         if orchestrator:
             if self._orchestrator is None or self.children is None:
                 raise UsageError("orchestrator mode is not available in this runtime")
@@ -236,8 +239,17 @@ class RunService:
         # every branch: what was loaded before (deferred MCP tools, folder instructions)
         earlier = await ports.store.all_messages(session.id) if session_id is not None else []
         loaded = loaded_in(earlier)  # tools a tool_search loaded stay loaded
+        bound = await bind_run(
+            assembler,
+            session_id=session.id,
+            resumed=session_id is not None,
+            plan_mode=plan_mode,
+            mode_source=self._mode_source(agent, assembler),
+            earlier=earlier,
+        )
+        assembler = bound.assembler
         recalled = await self.recall.recall(message) if self.recall is not None else None
-        assembled = self._assembler.assemble(
+        assembled = assembler.assemble(
             spec,
             session=session,
             run_info=run_info,
@@ -247,7 +259,7 @@ class RunService:
             earlier=earlier,
             memory=recalled.text if recalled is not None else "",
             children=self.children,
-            team=self._lead_seat(session.id) if orchestrator else None,
+            team=self._lead_seat(session.id, bound.mode) if orchestrator else None,
         )
         teams = self.teams if orchestrator else None
         if teams is not None and session_id is not None:
@@ -262,13 +274,8 @@ class RunService:
             assembled.recorder.event(AgentSwitched, previous=switched[0], agent=switched[1])
         if recalled is not None:
             assembled.recorder.event(MemoryRecalled, **recalled.event_fields())
-        modes = ports.plan_modes
-        if modes is not None:
-            changed = modes.begin_run(session.id, plan_mode=plan_mode, earlier=history)
-            if changed is not None:
-                assembled.recorder.event(PlanModeChanged, **changed)
-        elif plan_mode:
-            raise UsageError("plan mode needs the plan tools, which this runtime does not have")
+        if bound.plan_event is not None:
+            assembled.recorder.event(PlanModeChanged, **bound.plan_event)
         if self._extraction is not None:  # (not made yet: no notice, no idle wait to end)
             for notice in self._extraction.run_started(session.id):
                 assembled.recorder.event(notice.event, **notice.fields)
@@ -318,12 +325,22 @@ class RunService:
                 return None
         return None
 
-    def _lead_seat(self, team_id: str) -> Callable[[RunRecorder, RunHooks | None], Seat] | None:
-        """How an orchestrator's run takes its seat as the lead of its team (issue 20)."""
+    def _lead_seat(
+        self, team_id: str, mode: PermissionMode
+    ) -> Callable[[RunRecorder, RunHooks | None], Seat] | None:
+        """How an orchestrator's run takes its seat as the lead of its team (issue 20); its
+        teammates are held to its permission `mode` at least."""
         teams = self.teams
         if teams is None:
             return None
-        return lambda rec, hooks: teams.lead_seat(team_id, rec, hooks)
+        return lambda rec, hooks: teams.lead_seat(team_id, rec, hooks, mode=mode)
+
+    def _mode_source(self, agent: str | None, assembler: RunAssembler) -> str:
+        """What set the permission mode of a root run's assembler (for its plan-mode event)."""
+        root_mode = self._assembler.policies.permissions.mode
+        if agent is not None and assembler.policies.permissions.mode != root_mode:
+            return f"the permission_mode of the agent definition {agent!r}"
+        return "permissions.mode"
 
     def _consolidate_when_due(self) -> None:
         """Start the memory consolidation pass beside the run when it is due (it checks its

@@ -46,8 +46,9 @@ from soong_agent.application.child_runs import ORCHESTRATOR_MARK, NamedApprover,
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
+from soong_agent.application.run_policy import ParentRun, bind_run
 from soong_agent.application.tools.base import ToolOutput
-from soong_agent.domain.permissions import SessionGrants
+from soong_agent.domain.permissions import PermissionMode, SessionGrants
 from soong_agent.domain.tasks.state import TaskState, fold
 from soong_agent.domain.usage import cost_usd
 from soong_agent.ports.artifacts import ArtifactStore
@@ -57,6 +58,7 @@ from soong_agent.ports.events import (
     ChildStarted,
     ErrorEvent,
     MemberStatus,
+    PlanModeChanged,
     TeamChanged,
 )
 from soong_agent.ports.mailbox import (
@@ -161,6 +163,9 @@ class _Team:
     lead_wake: asyncio.Event = field(default_factory=asyncio.Event)
     grants: SessionGrants = field(default_factory=SessionGrants)
     save_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lead_mode: PermissionMode | None = None
+    """The permission mode of the lead's last run in this process: its teammates' runs are
+    held to it at least (None: no lead run yet; the configuration's then)."""
 
     def lead_running(self) -> RunRecorder | None:
         rec = self.lead_rec
@@ -195,10 +200,20 @@ class TeamService:
         self._teams: dict[str, _Team] = {}
 
     # --- the lead's side ---------------------------------------------------------------------
-    def lead_seat(self, team_id: str, rec: RunRecorder, hooks: RunHooks | None) -> Seat:
-        """The seat of a lead's run: its events and hooks are where the team reports."""
+    def lead_seat(
+        self,
+        team_id: str,
+        rec: RunRecorder,
+        hooks: RunHooks | None,
+        *,
+        mode: PermissionMode | None = None,
+    ) -> Seat:
+        """The seat of a lead's run: its events and hooks are where the team reports; `mode`
+        is the lead run's permission mode, which binds its teammates' runs too."""
         team = self._team(team_id, rec.session.project_dir)
         team.lead_rec, team.lead_hooks = rec, hooks
+        if mode is not None:
+            team.lead_mode = mode
         return Seat(self, team, LEAD, rec)
 
     async def restore(self, team_id: str, project_dir: str) -> list[Member]:
@@ -680,6 +695,16 @@ class TeamService:
         if ports.approver is not None:
             named = NamedApprover(ports.approver, f"teammate {member.name}")
             assembler = assembler.derived(dataclasses.replace(ports, approver=named))
+        # the lead's restrictions bind the teammate: its mode, and its session's plan mode
+        mode = team.lead_mode or assembler.policies.permissions.mode
+        bound = await bind_run(
+            assembler,
+            session_id=session.id,
+            resumed=bool(history),
+            parent=ParentRun(team.id, mode),
+            earlier=history,
+        )
+        assembler = bound.assembler
         assembled = assembler.assemble(
             spec,
             session=session,
@@ -709,6 +734,8 @@ class TeamService:
             rec.event(ChildStarted, **link)
             if lead is not None:
                 lead.event(ChildStarted, **link)
+        if bound.plan_event is not None:
+            rec.event(PlanModeChanged, **bound.plan_event)
         member.runs += 1
         rec.event(
             TeamChanged,

@@ -203,14 +203,16 @@ class Services(containers.DeclarativeContainer):
         adapters.redactor,
         adapters.closables,
     )
-    child_runs = providers.Singleton(
-        factories.child_runs,
+    agent_setups = providers.Singleton(
+        factories.agent_setups,
         loaded,
         assembler,
         root_spec,
         adapters.http_client.provider,
         adapters.secrets,
+        adapters.knowledge,
     )
+    child_runs = providers.Singleton(factories.child_runs, loaded, agent_setups)
     teams = providers.Singleton(
         factories.team_service,
         loaded,
@@ -227,7 +229,7 @@ class Services(containers.DeclarativeContainer):
         recall=memory_recall,
         extraction=memory_extraction.provider,  # made at the end of the first run
         consolidation=memory_consolidation.provider,  # made once the first run is under way
-        presets=providers.Callable(factories.agent_presets, loaded, root_spec),
+        presets=providers.Callable(factories.agent_presets, agent_setups),
         children=child_runs,
         orchestrator=providers.Callable(factories.orchestrator_spec, loaded, child_runs),
         teams=teams.provider,

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
     from soong_agent.domain.memory import MemoryPolicy
-    from soong_agent.ports.agents import AgentDefinition
+    from soong_agent.entrypoints.agent_setups import AgentSetups
     from soong_agent.ports.approval import Approver
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.system import Clock
@@ -549,6 +549,7 @@ def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
         max_stop_continuations=config.hooks.max_stop_continuations,
         mcp=config.tools.mcp,
         defer_threshold=config.tools.defer_threshold,
+        tools=config.tools,
     )
 
 
@@ -635,6 +636,7 @@ def root_spec(
     stuck = runtime.stuck
     return RunSpec(
         tools=catalog.registry,
+        compact="compact" not in loaded.config.tools.disabled,
         settings=LoopSettings(
             model_label=provider.label,
             max_turns=runtime.max_turns,
@@ -659,132 +661,36 @@ def root_spec(
     )
 
 
-def definition_spec(
-    loaded: LoadedConfig,
-    root: RunSpec,
-    definition: AgentDefinition,
-    keep: Callable[[str], bool] = lambda name: True,
-) -> RunSpec:
-    """The root's spec as agent definition `definition` shapes it (AGT-1): the root's tools
-    within its ceiling (never one `tools.disabled` names) that `keep` also keeps, its prompt
-    section, its `max_turns` and its content hash."""
-    import dataclasses
-
-    from soong_agent.application.tools.base import ToolRegistry
-    from soong_agent.domain.agents import allowed_tools
-
-    names = set(
-        allowed_tools(definition, [*root.tools.names(), "compact"], loaded.config.tools.disabled)
-    )
-    tools = ToolRegistry([t for t in root.tools.tools() if t.name in names and keep(t.name)])
-    settings = dataclasses.replace(root.settings, agent_hash=definition.content_hash)
-    if definition.max_turns is not None:
-        settings = dataclasses.replace(settings, max_turns=definition.max_turns)
-    return dataclasses.replace(
-        root, tools=tools, settings=settings, agent=definition.id, persona=definition.prompt
-    )
-
-
-def agent_presets(loaded: LoadedConfig, root: RunSpec) -> Callable[[str], RunSpec]:
-    """The run spec of each agent definition (AGT-1, AGT-3), as `definition_spec` makes it.
-    Definitions come from the built-ins and `${SOONG_AGENT_HOME}/agents` only; an unknown id
-    is a UsageError listing the known ones. Built once per id."""
-    from soong_agent.adapters.agents import HomeAgentSource
-    from soong_agent.domain.agents import unknown_agent_message
-
-    source = HomeAgentSource(loaded.home)
-    built: dict[str, RunSpec] = {}
-
-    def spec_for(agent_id: str) -> RunSpec:
-        if agent_id in built:
-            return built[agent_id]
-        definition = source.get(agent_id)
-        if definition is None:
-            known = [d.id for d in source.definitions()]
-            raise UsageError(f"--agent: {unknown_agent_message(agent_id, known)}")
-        built[agent_id] = definition_spec(loaded, root, definition)
-        return built[agent_id]
-
-    return spec_for
-
-
-def child_runs(
+def agent_setups(
     loaded: LoadedConfig,
     assembler: RunAssembler,
     root: RunSpec,
     client: Callable[[], httpx.AsyncClient],
     secrets: SecretSource,
-) -> ChildRuns:
+    known: Knowledge,
+) -> AgentSetups:
+    """How a run of each agent definition is put together, root and child alike (AGT-1)."""
+    from soong_agent.entrypoints.agent_setups import AgentSetups
+
+    return AgentSetups(loaded, assembler, root, client, secrets, skills=known.skills)
+
+
+def agent_presets(setups: AgentSetups) -> Callable[[str], ChildSetup]:
+    """The set-up of a root run of each agent definition (AGT-1, AGT-3): definitions come
+    from the built-ins and `${SOONG_AGENT_HOME}/agents` only; an unknown id is a UsageError
+    listing the known ones."""
+    return setups.root
+
+
+def child_runs(loaded: LoadedConfig, setups: AgentSetups) -> ChildRuns:
     """The runtime's child agents (AGT-2, AGT-4): how a child of each definition is put
-    together, the limits of `[agents]`, and the declared worker pools.
-
-    A child gets the root's tools within its definition's ceiling (never a spawning tool nor
-    one `tools.disabled` names; a worker's also within its `allowed_tools`), its prompt
-    section and `max_turns`, the model of its `model_profile` (the main model without one) and
-    its `permission_mode` when that is stricter than `permissions.mode`. Built once per id."""
-    import dataclasses
-
-    from soong_agent.adapters.agents import HomeAgentSource
+    together (`AgentSetups.child`), the limits of `[agents]`, and the declared worker pools."""
     from soong_agent.application.child_runs import ChildLimits, ChildRuns, Worker, WorkerPool
-    from soong_agent.application.tools.agents import SPAWNING_TOOLS
-    from soong_agent.domain.agents import (
-        stricter_mode,
-        tool_listed,
-        unknown_agent_message,
-        worker_id,
-    )
-    from soong_agent.domain.config.resolve import resolve_profile
+    from soong_agent.domain.agents import worker_id
     from soong_agent.domain.run_limits import RunLimits
 
     config = loaded.config
-    source = HomeAgentSource(loaded.home)
-    built: dict[tuple[str, tuple[str, ...] | None], ChildSetup] = {}
-
-    def setup(agent_id: str, allowed: tuple[str, ...] | None) -> ChildSetup:
-        key = (agent_id, allowed)
-        if key in built:
-            return built[key]
-        definition = source.get(agent_id)
-        if definition is None:
-            raise UsageError(unknown_agent_message(agent_id, [d.id for d in source.definitions()]))
-        spec = definition_spec(
-            loaded,
-            root,
-            definition,
-            lambda n: n not in SPAWNING_TOOLS and (allowed is None or tool_listed(n, allowed)),
-        )
-        settings = spec.settings
-        child = assembler
-        policies = assembler.policies
-        mode = stricter_mode(config.permissions.mode, definition.permission_mode)
-        if mode != policies.permissions.mode:
-            permissions = policies.permissions.model_copy(update={"mode": mode})
-            policies = dataclasses.replace(policies, permissions=permissions)
-        if definition.model_profile is not None:
-            profile = resolve_profile(
-                config,
-                definition.model_profile,
-                purpose=f"agent {definition.id}",
-                source=f"{definition.source}: model_profile",
-            )
-            provider = model_provider(loaded, profile, client(), secrets)
-            model = profile.model
-            policies = dataclasses.replace(
-                policies, context_window=model.context_window, provider_name=model.provider
-            )
-            settings = dataclasses.replace(
-                settings,
-                model_label=provider.label,
-                max_output_tokens=model.max_output_tokens,
-                temperature=model.temperature,
-                price=model.price,
-            )
-            child = assembler.derived(dataclasses.replace(assembler.ports, provider=provider))
-        if policies is not assembler.policies:
-            child = child.derived(policies=policies)
-        built[key] = (child, dataclasses.replace(spec, settings=settings))
-        return built[key]
-
+    source = setups.source
     pools = [
         WorkerPool(
             pool_id=pool.pool_id,
@@ -812,7 +718,7 @@ def child_runs(
         default_sub_agent=agents.default_sub_agent_definition,
         default_fork_agent=agents.default_fork_agent_definition,
     )
-    return ChildRuns(setup, limits, pools=[p for p in pools if p.workers])
+    return ChildRuns(setups.child, limits, pools=[p for p in pools if p.workers])
 
 
 def team_service(
@@ -859,7 +765,7 @@ def team_service(
         if key in built:
             return built[key]
         child, spec = children.setup(role)
-        tools = [*spec.tools.tools(), send_message_tool()]
+        tools = [*spec.tools.tools(), *apply_tool_config([send_message_tool()], config.tools)[0]]
         if worktree is not None:
             where = str(Path(worktree) / inside)
             tools_config = config.tools.model_copy(update={"allowed_write_roots": [where]})
@@ -974,11 +880,15 @@ def orchestrator_spec(
                 "orchestrator mode needs at least one worker pool with a usable worker "
                 f"({why}; in {loaded.path})"
             )
+        from soong_agent.application.tools.catalog import apply_tool_config
+
         tool = dispatch_worker_tool(children.pools_text())
         team = lead_tools() if teams and loaded.config.agents.max_teammates > 0 else []
+        # `tools.disabled` / `tools.overrides` reach the orchestrator's tools too (TOOL-3)
+        added, _ = apply_tool_config([tool, *team], loaded.config.tools)
         made[base.agent] = dataclasses.replace(
             base,
-            tools=ToolRegistry([*base.tools.tools(), tool, *team]),
+            tools=ToolRegistry([*base.tools.tools(), *added]),
             persona="\n\n".join(p for p in (base.persona, persona) if p),
         )
         return made[base.agent]

@@ -2,18 +2,14 @@
 tools and the plan tools; exit_plan_mode asks the user to approve the plan; resume restores the
 mode. Scripted model, in-memory ports (tests/support/harness.py).
 
-Until the assembler passes the runtime's `PlanModes` to the gate itself, the `wired` fixture
-does it (the same one-keyword wiring the entrypoints get)."""
+"""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import pytest
 
-from soong_agent.application import assembly
-from soong_agent.application.permission_gate import PermissionGate
 from soong_agent.application.plan_mode import (
     PlanModes,
     offered_in_plan_mode,
@@ -213,69 +209,99 @@ async def test_exit_without_the_plan_file_stays_in_plan_mode(modes: PlanModes) -
 
 
 async def test_a_run_started_in_plan_mode_refuses_writes(modes: PlanModes) -> None:
-    fields = modes.begin_run(SESSION, plan_mode=True)
-    assert fields == {
-        "active": True,
-        "source": "run_start",
-        "reason": "the run started in plan mode",
-    }
     h = harness(
         modes, [WRITE, ScriptedResponse.text("ok")], RecordingApprover(default="allow_once")
     )
-    # the run service records the fields begin_run returns; here the session is new
-    await run_all(h)
+    run = await h.service.start("go", plan_mode=True)
+    events = [e async for e in run.events()]
+    assert (await run.wait()).status == "completed"
     assert "app.py" not in h.fs.files
     assert "mode plan" in result_of(h, 1)[0]
+    assert changes(events) == [(True, "run_start", None)]
 
 
-async def test_resume_restores_plan_mode_from_the_stored_messages(
-    modes: PlanModes, monkeypatch: pytest.MonkeyPatch
+def resumed_in_another_process(h: Harness, script: list[ScriptedResponse]) -> Harness:
+    """A harness over the same store, files and ids, with nothing in memory: another process."""
+    other = harness(PlanModes(), script, RecordingApprover(default="allow_once"))
+    other.store, other.fs, other.ids = h.store, h.fs, h.ids
+    return other
+
+
+async def test_resume_in_another_process_restores_plan_mode_entered_by_the_model(
+    modes: PlanModes,
 ) -> None:
     h = harness(modes, [ENTER, ScriptedResponse.text("planning")], None)
     await run_all(h)
-    earlier = await h.store.all_messages(SESSION)
-    assert plan_mode_in(earlier) is True
-    fresh = PlanModes()  # another process: nothing known but the stored messages
-    monkeypatch.setattr(
-        assembly, "PermissionGate", functools.partial(PermissionGate, plan_mode=fresh)
-    )
-    assert fresh.begin_run(SESSION, earlier=earlier) == {
-        "active": True,
-        "source": "resume",
-        "reason": "the session was in plan mode when its last run ended",
-    }
-    resumed = harness(
-        fresh, [WRITE, ScriptedResponse.text("ok")], RecordingApprover(default="allow_once")
-    )
-    resumed.store, resumed.fs, resumed.ids = h.store, h.fs, h.ids
-    await run_all(resumed, "now write", session_id=SESSION)
+    resumed = resumed_in_another_process(h, [WRITE, ScriptedResponse.text("ok")])
+    events = await run_all(resumed, "now write", session_id=SESSION)
     assert "app.py" not in resumed.fs.files
     assert "mode plan" in result_of(resumed, 1)[0]
+    assert changes(events) == [(True, "resume", None)]
+
+
+async def test_resume_in_another_process_keeps_plan_mode_of_a_run_started_in_it(
+    modes: PlanModes,
+) -> None:
+    """`run --plan` whose model never touched the plan tools: nothing in the messages shows the
+    mode, the session's record does (the hole: a second process without --plan wrote)."""
+    h = harness(modes, [ScriptedResponse.text("I will look first")], None)
+    run = await h.service.start("plan it", plan_mode=True)
+    assert (await run.wait()).status == "completed"
+    assert plan_mode_in(await h.store.all_messages(SESSION)) is None
+    resumed = resumed_in_another_process(h, [WRITE, ScriptedResponse.text("ok")])
+    await run_all(resumed, "now write", session_id=SESSION)
+    assert "app.py" not in resumed.fs.files
+    # and a third process, after that second run, still finds it in plan mode
+    third = resumed_in_another_process(h, [WRITE, ScriptedResponse.text("ok")])
+    await run_all(third, "write now", session_id=SESSION)
+    assert "app.py" not in third.fs.files
 
 
 async def test_resume_after_an_approved_plan_is_not_in_plan_mode(modes: PlanModes) -> None:
     approver = RecordingApprover(["allow_once"])
     h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("done")], approver)
     await run_all(h)
-    earlier = await h.store.all_messages(SESSION)
-    assert plan_mode_in(earlier) is False
-    fresh = PlanModes()
-    assert fresh.begin_run(SESSION, earlier=earlier) is None
-    assert not fresh.active(SESSION)
+    assert plan_mode_in(await h.store.all_messages(SESSION)) is False
+    resumed = resumed_in_another_process(h, [WRITE, ScriptedResponse.text("ok")])
+    events = await run_all(resumed, "carry it out", session_id=SESSION)
+    assert resumed.fs.files["app.py"] == b"print(1)"
+    assert changes(events) == []
 
 
 async def test_a_refused_exit_does_not_count_as_leaving_on_resume(modes: PlanModes) -> None:
     h = harness(modes, [ENTER, PLAN, EXIT, ScriptedResponse.text("ok")], RecordingApprover())
     await run_all(h)
     assert plan_mode_in(await h.store.all_messages(SESSION)) is True
+    resumed = resumed_in_another_process(h, [WRITE, ScriptedResponse.text("ok")])
+    await run_all(resumed, "write", session_id=SESSION)
+    assert "app.py" not in resumed.fs.files
 
 
-async def test_this_runtime_remembers_a_plan_mode_run_start_the_messages_do_not_show() -> None:
+async def test_configured_plan_mode_is_kept_by_the_session_after_the_setting_changes() -> None:
+    """`permissions.mode = "plan"` enters plan mode like any other route: the session stays
+    in it until a plan is approved, even once the configuration says `default` again."""
+    h = harness(
+        PlanModes(), [ScriptedResponse.text("looked")], None, PermissionsConfig(mode="plan")
+    )
+    events = await run_all(h)
+    assert changes(events) == [(True, "config", None)]
+    resumed = resumed_in_another_process(h, [WRITE, ScriptedResponse.text("ok")])
+    assert resumed.permissions.mode == "default"
+    await run_all(resumed, "write", session_id=SESSION)
+    assert "app.py" not in resumed.fs.files
+
+
+def test_a_child_session_is_in_plan_mode_while_its_parent_is() -> None:
     modes = PlanModes()
-    modes.begin_run("ses_x", plan_mode=True)
-    assert modes.begin_run("ses_x", earlier=[])  # the next run of the chat stays in plan mode
-    assert modes.active("ses_x")
-    assert PlanModes().begin_run("ses_x", earlier=[]) is None
+    modes.set("ses_parent", True)
+    fields = modes.begin_run("ses_child", parent="ses_parent")
+    assert fields is not None and fields["source"] == "parent"
+    assert modes.active("ses_child") and not modes.own("ses_child")
+    assert modes.active("ses_grandchild") is False
+    modes.link("ses_grandchild", "ses_child")
+    assert modes.active("ses_grandchild")
+    modes.set("ses_parent", False)  # the parent's plan was approved: its children are free
+    assert not modes.active("ses_child") and not modes.active("ses_grandchild")
 
 
 async def test_configured_plan_mode_allows_the_plan_tools_and_refuses_writes() -> None:

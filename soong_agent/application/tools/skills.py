@@ -8,7 +8,7 @@ it and its resource files, and `load_skill(name, resource)` one of those files.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import Field
@@ -20,7 +20,7 @@ from soong_agent.domain.skills import (
     render_loaded,
     unknown_skill_message,
 )
-from soong_agent.ports.skills import SkillSource
+from soong_agent.ports.skills import Skill, SkillSource
 
 LOAD_SKILL = "load_skill"
 
@@ -89,3 +89,23 @@ def skills_catalogue_text(
     `budget_tokens` (`count` measures; default one token per four characters), the skills
     left out counted in a last line. Empty when there are no skills."""
     return render_catalogue(source.skills(), budget_tokens, count=count)
+
+
+class OnlySkills:
+    """The skills of `source` that an agent definition's `skills:` lists (AGT-1): only those
+    are in its catalogue and only those can `load_skill` load."""
+
+    def __init__(self, source: SkillSource, names: Iterable[str]) -> None:
+        self._source = source
+        self._names = frozenset(names)
+
+    def skills(self) -> list[Skill]:
+        return [s for s in self._source.skills() if s.name in self._names]
+
+    def warnings(self) -> list[str]:
+        return self._source.warnings()
+
+    def read_resource(self, path: str) -> str:
+        if not any(path in s.resources for s in self.skills()):
+            raise LookupError(f"no skill this agent may load lists the file {path}")
+        return self._source.read_resource(path)

@@ -20,6 +20,7 @@ from soong_agent.domain.permissions.decision import (
     Verdict,
     rank,
     strictest,
+    strictest_mode,
 )
 from soong_agent.domain.permissions.grants import (
     SUGGEST_AFTER,
@@ -102,6 +103,7 @@ __all__ = [
     "session_scopes",
     "show_command",
     "strictest",
+    "strictest_mode",
     "suggested_rule",
     "url_host",
     "url_scope",

@@ -62,3 +62,18 @@ def strictest(verdicts: Iterable[Verdict]) -> Verdict | None:
         if chosen is None or verdict.rank > chosen.rank:
             chosen = verdict
     return chosen
+
+
+_MODE_RANK: dict[str, int] = {"bypass": 0, "accept_edits": 1, "default": 2, "plan": 3}
+"""How strict each permission mode is: bypass < accept_edits < default < plan."""
+
+
+def strictest_mode(first: PermissionMode, *others: PermissionMode | None) -> PermissionMode:
+    """The strictest of the modes given (None: no say): what a run is held to when its
+    configuration, its agent definition and the run that started it each set a mode. A run
+    may tighten what binds it, never loosen it."""
+    chosen = first
+    for mode in others:
+        if mode is not None and _MODE_RANK[mode] > _MODE_RANK[chosen]:
+            chosen = mode
+    return chosen
