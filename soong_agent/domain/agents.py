@@ -26,9 +26,10 @@ naming it and the reason (the loader, `soong_agent.adapters.agents`).
 Built-ins (`BUILTINS`): `default_sub_agent`, `default_fork_agent`, `default_worker_agent` (their
 ids have `_`, which a file's id cannot, so no file replaces them; point
 `agents.default_sub_agent_definition` at a user definition instead) and the presets
-`minimal`, `standard` and `full` (chosen per session). A user file named like a preset
-replaces it, without a warning (a warning means something is wrong, and `agents list` exits 1
-on one); its `source` is the file, so `agents list` and `agents show` show the replacement.
+`minimal`, `standard` and `full` (chosen per session). No file replaces a preset either: a
+file whose id is a preset's is refused (left out with a warning saying to choose another id),
+so `--agent standard` always means the shipped `standard`, and a user's variant is visibly
+their own (`--agent my-standard`).
 
 `allowed_tools` applies the ceiling to the tools a run actually has.
 """
@@ -89,6 +90,8 @@ _TOOL = re.compile(r"[A-Za-z0-9_.*?\[\]!-]+")
 _SKILL = re.compile(r"[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?")
 _GLOB_CHARS = frozenset("*?[")
 
+PRESET_IDS: tuple[str, ...] = ("minimal", "standard", "full")
+"""The shipped presets (AGT-3); a user file cannot take their ids."""
 MINIMAL_TOOLS: tuple[str, ...] = ("read_file", "list_dir", "glob", "grep")
 STANDARD_TOOLS: tuple[str, ...] = (
     "read_file",
@@ -199,6 +202,12 @@ def check_definition(definition: AgentDefinition) -> None:
         raise AgentFileError(
             f"frontmatter: id {definition.id!r} is not an agent id (lowercase letters, digits "
             f"and '-', starting with a letter or digit, at most {MAX_ID_CHARS})"
+        )
+    if not definition.builtin and definition.id in PRESET_IDS:
+        raise AgentFileError(
+            f"frontmatter: id {definition.id!r} is a shipped preset, which a file cannot "
+            f"replace; give yours another id (e.g. 'my-{definition.id}' in "
+            f"my-{definition.id}.md) and choose it with --agent my-{definition.id}"
         )
     if not definition.description:
         raise AgentFileError("frontmatter: 'description' is empty")
@@ -330,14 +339,13 @@ BUILTINS: tuple[AgentDefinition, ...] = (
     STANDARD,
 )
 BUILTIN_IDS: frozenset[str] = frozenset(d.id for d in BUILTINS)
-PRESET_IDS: tuple[str, ...] = ("minimal", "standard", "full")
 
 
 def merge_definitions(
     builtins: Iterable[AgentDefinition], files: Iterable[AgentDefinition]
 ) -> list[AgentDefinition]:
-    """The built-ins with the file definitions over them (a file replaces a built-in of its
-    id), sorted by id."""
+    """The built-ins and the file definitions, sorted by id (`check_definition` keeps a file
+    from taking a built-in's id)."""
     by_id = {d.id: d for d in builtins}
     by_id.update({d.id: d for d in files})
     return [by_id[k] for k in sorted(by_id)]

@@ -40,7 +40,6 @@ HookType = Literal[
     "permission_denied",
     "stop",
     "notification",
-    "config_change",
     "task_created",
     "task_completed",
     "pre_compact",
@@ -51,6 +50,13 @@ ALIASES: dict[str, HookType] = {
     "pre_model_request": "pre_sampling",
     "post_model_response": "post_sampling",
 }
+NOT_HOOK_TYPES: dict[str, str] = {
+    "config_change": (
+        "config.toml is read once, when the runtime starts, and never reloaded, so nothing "
+        "could fire it"
+    ),
+}
+"""Types a design note lists that no fire point exists for: refused, saying why."""
 TOOL_TYPES: frozenset[HookType] = frozenset(
     {
         "pre_tool_use",
@@ -81,7 +87,6 @@ ENV_OF: dict[HookType, tuple[str, ...]] = {
     "permission_denied": ("TOOL_NAME", "REASON"),
     "stop": ("REASON",),
     "notification": ("MESSAGE",),
-    "config_change": ("CHANGE_TYPE",),
     "task_created": ("TASK_ID", "TASK_TITLE"),
     "task_completed": ("TASK_ID", "TASK_STATUS"),
     "pre_compact": ("TRIGGER", "TOKENS"),
@@ -144,6 +149,8 @@ class HooksFile(BaseModel):
     @classmethod
     def _known_types(cls, value: dict[str, list[HookEntry]]) -> dict[str, list[HookEntry]]:
         for name in value:
+            if name in NOT_HOOK_TYPES:
+                raise ValueError(f"hook type {name!r} is not supported: {NOT_HOOK_TYPES[name]}")
             if name not in HOOK_TYPES and name not in ALIASES:
                 known = ", ".join(HOOK_TYPES)
                 raise ValueError(f"unknown hook type {name!r} (known: {known})")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -294,15 +294,6 @@ class PlanModeChanged(_Event):
     reason: str = ""
 
 
-class ChildAgentEvent(_Event):
-    """An event of a child agent, forwarded to its parent run."""
-
-    type: Literal["child_agent"] = "child_agent"
-    child_session_id: str
-    child_run_id: str
-    event: dict[str, Any]
-
-
 class AgentSwitched(_Event):
     """A session that had no messages yet was given another agent (preset, AGT-3)."""
 
@@ -421,7 +412,6 @@ RunEvent = Annotated[
     | MemoryRecalled
     | InstructionsLoaded
     | PlanModeChanged
-    | ChildAgentEvent
     | AgentSwitched
     | ChildStarted
     | ChildFinished

@@ -1,6 +1,6 @@
 """The AgentSource contract (AGT-1), over the fake (InMemoryAgentSource) and the real
-HomeAgentSource holding the same definitions: the built-ins with the files over them, sorted
-by id, each as the rules check it, `get` by id, copies handed out."""
+HomeAgentSource holding the same definitions: the built-ins and the files, sorted by id (no
+file takes a built-in's id), each as the rules check it, `get` by id, copies handed out."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ FILES = {
         "---\nid: reviewer\ndescription: Reviews a diff.\ntools: [read_file, grep]\n"
         "max_turns: 5\n---\nYou review.\n"
     ),
-    "minimal.md": (
-        "---\nid: minimal\ndescription: My minimal.\ntools: [read_file]\n"
+    "scout.md": (
+        "---\nid: scout\ndescription: My scout.\ntools: [read_file]\n"
         "permission_mode: plan\nskills: [notes]\n---\n"
     ),
 }
@@ -38,18 +38,17 @@ def expected(agents_dir: Path) -> list[AgentDefinition]:
             max_turns=5,
         ),
         AgentDefinition(
-            id="minimal",
-            description="My minimal.",
+            id="scout",
+            description="My scout.",
             tools=("read_file",),
             prompt="",
-            source=str(agents_dir / "minimal.md"),
-            content_hash=content_hash(FILES["minimal.md"]),
+            source=str(agents_dir / "scout.md"),
+            content_hash=content_hash(FILES["scout.md"]),
             permission_mode="plan",
             skills=("notes",),
         ),
     ]
-    by_id = {d.id: d for d in (*BUILTINS, *mine)}
-    return [by_id[k] for k in sorted(by_id)]
+    return sorted([*BUILTINS, *mine], key=lambda d: d.id)
 
 
 @pytest.fixture
@@ -71,9 +70,7 @@ def test_the_source_implements_the_port(source: AgentSource) -> None:
     assert isinstance(source, AgentSource)
 
 
-def test_definitions_are_the_builtins_with_the_files_over_them(
-    source: AgentSource, agents_dir: Path
-) -> None:
+def test_definitions_are_the_builtins_and_the_files(source: AgentSource, agents_dir: Path) -> None:
     definitions = source.definitions()
     assert definitions == expected(agents_dir)
     for definition in definitions:
@@ -106,6 +103,7 @@ def test_the_fake_refuses_what_the_loader_never_produces(agents_dir: Path) -> No
         replace(good, permission_mode="yolo"),
         replace(good, description="two\nlines"),
         replace(good, prompt="\nx"),
+        replace(good, id="standard", source=str(agents_dir / "standard.md")),
     ]
     for definition in bad:
         with pytest.raises(ValueError):

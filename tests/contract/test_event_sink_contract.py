@@ -18,7 +18,7 @@ import pytest
 
 from soong_agent.application.run_handle import Run
 from soong_agent.ports.events import (
-    ChildAgentEvent,
+    ChildFinished,
     CompactionEvent,
     ContextMeasured,
     ErrorEvent,
@@ -112,7 +112,17 @@ def every_event() -> list[RunEvent]:
             **e,
         ),
         CompactionEvent(seq=11, at=T0, strategy="micro", tokens_before=9, tokens_after=3, **e),
-        ChildAgentEvent(seq=12, at=T0, child_session_id="c", child_run_id="cr", event={}, **e),
+        ChildFinished(
+            seq=12,
+            at=T0,
+            kind="sub_agent",
+            agent="default_sub_agent",
+            child_session_id="c",
+            child_run_id="cr",
+            parent_call_id="call",
+            status="completed",
+            **e,
+        ),
         ErrorEvent(seq=13, at=T0, kind="tool", message="x", **e),
         UsageEvent(seq=14, at=T0, model="m", usage=Usage(input_tokens=1), **e),
         RunFinished(seq=15, at=T0, status="completed", **e),

@@ -13,7 +13,7 @@ from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import (
-    ChildAgentEvent,
+    ChildStarted,
     CompactionEvent,
     ErrorEvent,
     ModelCallStarted,
@@ -378,12 +378,19 @@ def every_event() -> list[RunEvent]:
             dropped=["a", "b"],
             **e,
         ),
-        ChildAgentEvent(
+        ChildStarted(
             seq=9,
             at=T0 + 3,
+            kind="worker",
+            agent="default_worker_agent",
             child_session_id="cs",
             child_run_id="cr",
-            event={"type": "text_delta", "nested": {"list": [1, 2.5, None, True]}},
+            parent_session_id="s1",
+            parent_run_id="r1",
+            parent_call_id="c1",
+            task="build ✓",
+            pool="p",
+            worker="w",
             **e,
         ),
         ErrorEvent(seq=10, at=T0 + 4, kind="provider", message="oops", fatal=True, **e),

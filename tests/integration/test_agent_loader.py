@@ -108,15 +108,20 @@ def test_each_bad_file_is_one_warning_and_left_out(tmp_path: Path) -> None:
     assert source.get("default_sub_agent").builtin  # type: ignore[union-attr]
 
 
-def test_a_file_named_like_a_preset_replaces_it_without_a_warning(tmp_path: Path) -> None:
-    text = REVIEWER.replace("id: reviewer", "id: minimal")
-    path = write(tmp_path / "agents", "minimal.md", text)
+def test_a_file_taking_a_presets_id_is_refused_and_the_preset_stays(tmp_path: Path) -> None:
+    for preset in ("minimal", "standard", "full"):
+        write(
+            tmp_path / "agents", f"{preset}.md", REVIEWER.replace("id: reviewer", f"id: {preset}")
+        )
     source = HomeAgentSource(tmp_path)
-    minimal = source.get("minimal")
-    assert minimal is not None and minimal != MINIMAL
-    assert minimal.source == str(path)
-    assert source.warnings() == []
-    assert [d.id for d in source.definitions()].count("minimal") == 1
+    assert source.get("minimal") == MINIMAL
+    assert [d.id for d in source.definitions() if not d.builtin] == []
+    assert source.warnings() == [
+        f"{tmp_path / 'agents' / f'{preset}.md'}: skipped: frontmatter: id {preset!r} is a "
+        f"shipped preset, which a file cannot replace; give yours another id (e.g. "
+        f"'my-{preset}' in my-{preset}.md) and choose it with --agent my-{preset}"
+        for preset in ("full", "minimal", "standard")
+    ]
 
 
 def test_only_the_home_is_read_and_reload_reads_again(tmp_path: Path) -> None:
@@ -145,25 +150,28 @@ def test_agents_list_prints_each_definition_and_warns_on_stderr(
     home = cli_home(tmp_path, monkeypatch)
     project = str(tmp_path / "project")
     write(home / "agents", "reviewer.md", REVIEWER)
-    write(home / "agents", "minimal.md", REVIEWER.replace("id: reviewer", "id: minimal"))
     assert agents_list(project) == 0
     out, err = capsys.readouterr()
     assert err == ""
     lines = out.splitlines()
-    assert lines[0] == f"7 agents (2 from {home / 'agents'}):"
+    assert lines[0] == f"7 agents (1 from {home / 'agents'}):"
     at = lines.index("reviewer  Reviews a diff.")
     assert lines[at + 1] == f"    source: {home / 'agents' / 'reviewer.md'}"
     assert lines[at + 2] == "    tools: read_file, grep, mcp__git__*"
-    assert f"    source: {home / 'agents' / 'minimal.md'} (replaces the built-in)" in lines
     assert "    source: built-in" in lines
     write(home / "agents", "broken.md", "no frontmatter")
+    write(home / "agents", "standard.md", REVIEWER.replace("id: reviewer", "id: standard"))
     assert agents_list(project) == 1
     out, err = capsys.readouterr()
     assert err == (
         f"soong-agent: warning: {home / 'agents' / 'broken.md'}: skipped: no frontmatter: "
         "the file must start with a '---' line\n"
+        f"soong-agent: warning: {home / 'agents' / 'standard.md'}: skipped: frontmatter: id "
+        "'standard' is a shipped preset, which a file cannot replace; give yours another id "
+        "(e.g. 'my-standard' in my-standard.md) and choose it with --agent my-standard\n"
     )
     assert "broken" not in out
+    assert f"{home / 'agents' / 'standard.md'}" not in out
 
 
 def test_agents_show_prints_the_whole_definition(

@@ -161,11 +161,17 @@ def test_render_file_is_read_back_as_the_same_definition() -> None:
     assert again == dataclasses.replace(original, content_hash=content_hash(text))
 
 
-def test_a_file_replaces_a_preset_of_its_id() -> None:
-    mine = parse({**GOOD, "id": "minimal"}, file_id="minimal")
+@pytest.mark.parametrize("preset", PRESET_IDS)
+def test_a_file_cannot_take_a_presets_id(preset: str) -> None:
+    with pytest.raises(AgentFileError, match=f"id '{preset}' is a shipped preset, which a file"):
+        parse({**GOOD, "id": preset}, file_id=preset)
+
+
+def test_merging_keeps_the_builtins_and_adds_the_files() -> None:
+    mine = parse(GOOD)
     merged = merge_definitions(BUILTINS, [mine])
-    assert [d.id for d in merged] == sorted(BUILTIN_IDS)
-    assert next(d for d in merged if d.id == "minimal") is mine
+    assert [d.id for d in merged] == sorted({*BUILTIN_IDS, "reviewer"})
+    assert next(d for d in merged if d.id == "reviewer") is mine
 
 
 def test_the_definition_is_a_ceiling() -> None:

@@ -46,7 +46,7 @@ class TestSchema:
         config = SoongConfig.model_validate({})
         assert config.runtime.cancel_timeout_ms == 10_000
         assert config.context.session_db_path == "${SOONG_AGENT_HOME}/sessions.sqlite"
-        assert config.context.task_board_token_budget == 1200
+        assert config.task.task_board_token_budget == 1200
         assert config.memory.memory_dir == "${SOONG_AGENT_HOME}/memory"
         assert config.agents.child_cancel_timeout_ms == 30_000
         assert config.agents.worker_pools == []

@@ -111,3 +111,46 @@ def test_run_command_takes_its_timeout_from_overrides() -> None:
     )
     tool = run_command_tool(runner=None, project="/tmp", tools=capped, base_env={})  # type: ignore[arg-type]
     assert tool.timeout_ms == 1_000
+
+
+def test_tools_added_to_runs_later_are_known_names_not_mistakes() -> None:
+    later = ["compact", "tool_search", "dispatch_worker", "spawn_teammate", "accept_worktree"]
+    config = ToolsConfig(
+        disabled=later,
+        overrides={
+            "send_message": ToolOverride(description="Mail a teammate (custom)."),
+            "compact": ToolOverride(timeout_ms=5_000),
+        },
+    )
+    kept, warnings = apply_tool_config(file_tools(), config)
+    assert names(kept) == names(file_tools())
+    assert warnings == ["tools.overrides.compact.timeout_ms: compact takes no timeout; ignored"]
+
+
+def test_the_later_names_are_the_names_of_the_tools_added_later() -> None:
+    from soong_agent.application.mcp_tools import TOOL_SEARCH
+    from soong_agent.application.tools.agents import dispatch_worker_tool
+    from soong_agent.application.tools.catalog import ADDED_LATER
+    from soong_agent.application.tools.compact import compact_tool
+    from soong_agent.application.tools.team import lead_tools, send_message_tool
+
+    made = [
+        compact_tool(lambda: None),
+        dispatch_worker_tool(""),
+        *lead_tools(),
+        send_message_tool(),
+    ]
+    assert {*names(made), TOOL_SEARCH} == ADDED_LATER
+    assert all(t.timeout_ms is None for t in made)
+
+
+def test_a_tool_added_later_is_disabled_or_overridden_where_it_is_added() -> None:
+    from soong_agent.application.tools.team import lead_tools
+
+    config = ToolsConfig(
+        disabled=["write_file", "spawn_teammate"],
+        overrides={"team_wait": ToolOverride(description="Wait (custom).")},
+    )
+    kept, _ = apply_tool_config(lead_tools(), config)
+    assert "spawn_teammate" not in names(kept)
+    assert next(t for t in kept if t.name == "team_wait").description == "Wait (custom)."

@@ -4,10 +4,10 @@ Each `agents/<id>.md` is one definition (the rules are in `soong_agent.domain.ag
 entries (hidden ones, files not ending in `.md`) are passed over, and so are sub-folders. A file
 that cannot be used (unreadable, over `MAX_FILE_BYTES`, not UTF-8, no or bad frontmatter, a
 rule broken, its id not its file's name) is left out with one warning
-`<path>: skipped: <reason>`; the others still load. The definitions are the built-ins with the
-files over them: a file named like a preset (`minimal.md`, `standard.md`, `full.md`) replaces
-it, with no warning (its `source` shows it). The folder is read once, at the first question;
-`reload()` reads it again.
+`<path>: skipped: <reason>`; the others still load. The definitions are the built-ins and the
+files: a file that takes a preset's id (`minimal.md`, `standard.md`, `full.md`) is one of the
+skipped ones, its warning saying to choose another id. The folder is read once, at the first
+question; `reload()` reads it again.
 """
 
 from __future__ import annotations

@@ -19,6 +19,25 @@ def effective_timeout_ms(name: str, own_ms: int | None, config: ToolsConfig) -> 
     return min(chosen or config.default_timeout_ms, config.max_timeout_ms)
 
 
+ADDED_LATER: frozenset[str] = frozenset(
+    {
+        "compact",  # every run's own (the assembler adds it)
+        "tool_search",  # when a run defers tools
+        "dispatch_worker",  # orchestrator runs
+        "spawn_teammate",  # orchestrator runs with a team: the lead's tools …
+        "send_message",  # … (and every teammate's)
+        "team_status",
+        "team_wait",
+        "review_worktree",
+        "accept_worktree",
+        "reject_worktree",
+    }
+)
+"""Tools some runs get after the catalog is built: `tools.disabled` / `tools.overrides` may
+name them (they are applied where each is added, through `apply_tool_config`), so naming
+one is no mistake. None of them takes a timeout."""
+
+
 def _unknown(key: str, name: str, known: Iterable[str]) -> str:
     names = sorted(known)
     close = difflib.get_close_matches(name, names, n=1)
@@ -26,18 +45,31 @@ def _unknown(key: str, name: str, known: Iterable[str]) -> str:
     return f"{key}: no tool is named {name!r}{hint}"
 
 
-def apply_tool_config(tools: list[Tool], config: ToolsConfig) -> tuple[list[Tool], list[str]]:
+def apply_tool_config(
+    tools: list[Tool], config: ToolsConfig, *, added_later: Iterable[str] = ADDED_LATER
+) -> tuple[list[Tool], list[str]]:
     """The tools left after `tools.disabled`, with `tools.overrides` applied, and warnings.
 
     An override replaces the description and the permission class. Its `timeout_ms` is used by
     the tools that take a timeout when they are built (`effective_timeout_ms`); for a tool that
-    takes none it is reported and ignored. Names that match no tool are reported as warnings
-    (one line each, naming the config key); they never stop anything.
+    takes none it is reported and ignored. Names that match neither a tool of `tools` nor one
+    of `added_later` (tools that runs get later, `ADDED_LATER`) are reported as warnings (one
+    line each, naming the config key); they never stop anything.
+
+    Tools added to a run later go through this function too, where they are added; their
+    warnings are dropped there (the catalog's call reported the names already).
     """
-    known = {t.name for t in tools}
+    present = {t.name for t in tools}
+    later = set(added_later) - present
+    known = present | later
     warnings = [
         _unknown("tools.disabled", name, known) for name in config.disabled if name not in known
     ]
+    warnings.extend(
+        f"tools.overrides.{name}.timeout_ms: {name} takes no timeout; ignored"
+        for name, override in config.overrides.items()
+        if name in later and override.timeout_ms is not None
+    )
     disabled = set(config.disabled)
     kept: list[Tool] = []
     for tool in tools:

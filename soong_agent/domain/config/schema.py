@@ -168,15 +168,14 @@ class ContextConfig(Section):
     """Where sessions live and how the context window is budgeted."""
 
     session_db_path: str = "${SOONG_AGENT_HOME}/sessions.sqlite"
-    active_path_only: bool = True
+    active_path_only: Literal[True] = True
+    """Only the active branch (root to the current leaf) is ever sent; `false` is
+    refused rather than accepted and ignored."""
     allow_branch_from: Literal["user_message"] = "user_message"
     branch_summary: Literal[False] = False
     reserve_output_tokens: int = Field(default=8_192, ge=0)
     dynamic_system_budget: int = Field(default=12_000, ge=0)
     non_system_budget: int | None = Field(default=None, ge=0)
-    task_board_token_budget: int = Field(default=1_200, ge=0)
-    task_recent_changes_limit: int = Field(default=20, ge=0)
-    task_recent_changes_window_minutes: int = Field(default=30, ge=0)
 
 
 class CompactConfig(Section):
@@ -248,7 +247,6 @@ class AgentsConfig(Section):
 
     max_children_per_run: int = Field(default=8, ge=0)
     default_sub_agent_definition: str = "default_sub_agent"
-    default_fork_agent_definition: str = "default_fork_agent"
     worker_pools: list[WorkerPoolConfig] = Field(default_factory=no_items)
     max_concurrent_children_per_session: int = Field(default=4, ge=1)
     default_child_timeout_ms: int = Field(default=600_000, gt=0)
@@ -257,6 +255,12 @@ class AgentsConfig(Section):
     """Teammates of one team that have not stopped (`spawn_teammate`, orchestrator mode)."""
     worktrees: bool | None = None
     """A git worktree per teammate; None: when the project is a git repository."""
+
+    @property
+    def default_fork_agent_definition(self) -> str:
+        """Not a setting (a fork keeps its parent's prompt and tools; see `RETIRED_KEYS`):
+        read by the composition root until it stops passing it on. Remove with that read."""
+        return "default_fork_agent"
 
     @model_validator(mode="after")
     def _unique_pool_ids(self) -> AgentsConfig:

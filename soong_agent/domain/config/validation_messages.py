@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from soong_agent.domain.config.retired import FIXED_VALUE_REASONS, RETIRED_KEYS
 from soong_agent.domain.config.schema import ModelOverride, SoongConfig
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -336,6 +337,8 @@ def _problem_for(error: Mapping[str, Any], where: _Where) -> _Problem:
     kind = str(error.get("type", ""))
     path = format_key_path(where.display) or "(top level)"
     key = where.display[-1] if where.display else None
+    if kind == "extra_forbidden" and path in RETIRED_KEYS:
+        return _Problem(path, RETIRED_KEYS[path])
     if kind == "extra_forbidden" and where.parent_model is not None:
         return _Problem(path, _unknown_key_text(where))
     if kind == "extra_forbidden":
@@ -356,7 +359,10 @@ def _problem_for(error: Mapping[str, Any], where: _Where) -> _Problem:
         message = str(error.get("msg", "invalid value"))
         message = message[:1].lower() + message[1:]
         return _Problem(path, f"{message}, found {_found(error.get('input'), key)}")
-    return _Problem(path, f"expected {expected}, found {_found(error.get('input'), key)}")
+    text = f"expected {expected}, found {_found(error.get('input'), key)}"
+    if path in FIXED_VALUE_REASONS:
+        text += f": {FIXED_VALUE_REASONS[path]}"
+    return _Problem(path, text)
 
 
 def _problems(errors: list[Mapping[str, Any]]) -> Iterator[_Problem]:

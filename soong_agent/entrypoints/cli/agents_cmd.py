@@ -2,7 +2,7 @@
 
 The built-ins and the home's `${SOONG_AGENT_HOME}/agents/<id>.md` files (a project's folder is
 never read). `list` prints, per definition, its id and description, then its source (`built-in`
-or the file, marked when it replaces a preset) and its tool ceiling; `show` prints one whole
+or the file) and its tool ceiling; `show` prints one whole
 definition, its prompt section last. Every file that was skipped, and why, goes to stderr;
 `list` exits 1 when any was (so a script can check an agents folder), else 0. `show` of an id
 no definition has exits 2, listing the known ids.
@@ -12,15 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from soong_agent.domain.agents import BUILTIN_IDS, unknown_agent_message
+from soong_agent.domain.agents import unknown_agent_message
 from soong_agent.entrypoints.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, guarded
 from soong_agent.ports.agents import AgentDefinition, AgentSource
-
-
-def _source(definition: AgentDefinition) -> str:
-    if not definition.builtin and definition.id in BUILTIN_IDS:
-        return f"{definition.source} (replaces the built-in)"
-    return definition.source
 
 
 def _tools(definition: AgentDefinition) -> str:
@@ -34,7 +28,7 @@ def render_agents(source: AgentSource, folder: str) -> list[str]:
     lines = [f"{len(definitions)} agents ({files} from {folder}):"]
     for definition in definitions:
         lines.append(f"{definition.id}  {definition.description}")
-        lines.append(f"    source: {_source(definition)}")
+        lines.append(f"    source: {definition.source}")
         lines.append(f"    tools: {_tools(definition)}")
     return lines
 
@@ -44,7 +38,7 @@ def render_agent(definition: AgentDefinition) -> list[str]:
     lines = [
         f"id: {definition.id}",
         f"description: {definition.description}",
-        f"source: {_source(definition)}",
+        f"source: {definition.source}",
         f"content_hash: sha256:{definition.content_hash}",
         f"tools (a ceiling): {_tools(definition)}",
         f"model_profile: {definition.model_profile or '(the main model)'}",
