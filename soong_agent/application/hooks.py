@@ -86,13 +86,13 @@ class HookPipeline:
         entries = self._hooks.entries(hook, tool)
         if not entries:
             return []
-        payload = {
+        payload = {  # who fires comes last: a type's data never passes for it
             "hook": hook,
+            **data,
             "session_id": context.session_id,
             "run_id": context.run_id,
             "agent_id": context.agent_id,
             "depth": context.depth,
-            **data,
         }
         stdin = json.dumps(payload, ensure_ascii=False, default=str).encode()
         env = hook_env(hook, dict(data), self._base_env)
@@ -263,9 +263,16 @@ class RunHooks:
     async def subagent_stop(
         self, rec: RunRecorder, *, agent_id: str, reason: str, session: str
     ) -> None:
-        """A child agent of this run ended (AGT-2): fired in the parent's run."""
+        """A child agent of this run ended (AGT-2): fired in the parent's run, whose identity
+        the payload's `agent_id` and `depth` keep; the child is `child_agent_id` and
+        `child_session_id` on stdin, and `AGENT_ID` in the environment."""
         if self._on("subagent_stop"):
-            data = {"agent_id": agent_id, "reason": reason, "child_session_id": session}
+            data = {
+                "agent_id": agent_id,  # the environment's AGENT_ID (domain.hooks.ENV_OF)
+                "child_agent_id": agent_id,
+                "reason": reason,
+                "child_session_id": session,
+            }
             await self._fire("subagent_stop", data, rec)
 
     async def notification(self, rec: RunRecorder, message: str) -> None:
