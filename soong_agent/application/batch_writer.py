@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
-from soong_agent.ports.storage import SessionStore, TurnCommit
+from soong_agent.ports.storage import SessionInfo, SessionStore, TurnCommit
 
 
 def merge(batches: list[TurnCommit]) -> TurnCommit:
@@ -39,6 +39,8 @@ class GroupCommitWriter:
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self._progress: asyncio.Event | None = None  # set each time a transaction ends
+        self.saved: SessionInfo | None = None
+        """The session header of the last batch written (None before the first)."""
 
     async def submit(self, batch: TurnCommit) -> None:
         """Queue a batch; waits only when `max_lag` batches are already waiting."""
@@ -85,6 +87,7 @@ class GroupCommitWriter:
         except Exception as exc:  # kept, like a drained batch's failure: later batches fail too
             self._error = exc
             raise
+        self.saved = batch.session
 
     async def flush(self) -> None:
         """Wait until every submitted batch is written; re-raise a write failure."""
@@ -102,6 +105,7 @@ class GroupCommitWriter:
             batches, self._queue = self._queue, []
             try:
                 await self._store.commit(merge(batches))
+                self.saved = batches[-1].session
             except Exception as exc:  # kept and re-raised to the loop at its next commit/flush
                 self._error = exc
                 self._queue.clear()

@@ -29,6 +29,7 @@ from soong_agent.domain.token_estimate import ProviderCalibration
 from soong_agent.ports.errors import ConfigError, SoongAgentError
 from soong_agent.ports.messages import Message
 from soong_agent.ports.system import TokenCounter
+from soong_agent.ports.text import safe_text
 
 MESSAGE_OVERHEAD = 4
 BACKGROUND_AT = 0.8
@@ -129,7 +130,10 @@ class ContextWindow:
     def _count(self, text: str) -> int:
         if self._counter is None:
             return cp.approx_tokens(text)
-        return self._counter.count(text)
+        try:
+            return self._counter.count(text)
+        except UnicodeError:  # a lone surrogate that came past the run's boundaries
+            return self._counter.count(safe_text(text))
 
     def _sync(self, history: Sequence[Message], loaded: bool | None = None) -> None:
         """Take in the messages added since the last call (`loaded`: whether the tokenizer is,
@@ -155,7 +159,7 @@ class ContextWindow:
                 self._text_len[mid] = len(text)
                 self._known += tokens
             else:  # its UTF-8 size (an ASCII text's is its length: nothing to encode)
-                size = len(text) if text.isascii() else len(text.encode("utf-8"))
+                size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
                 size += MESSAGE_OVERHEAD
                 self._size[mid] = size
                 self._unknown_bytes += size
@@ -192,7 +196,7 @@ class ContextWindow:
         if self._system_o200k is None:
             if not (self._loaded() if loaded is None else loaded):
                 if self._system_bytes is None:
-                    self._system_bytes = len(self._system_text.encode("utf-8"))
+                    self._system_bytes = len(self._system_text.encode("utf-8", "surrogatepass"))
                 return self._estimate(self._system_bytes)
             self._system_o200k = self._count(self._system_text)
         return self._estimate(self._system_o200k)

@@ -44,6 +44,7 @@ from soong_agent.ports.events import (
 from soong_agent.ports.messages import (
     Message,
     TextBlock,
+    ToolCallBlock,
     ToolResultBlock,
     assembled,
     user_text,
@@ -59,6 +60,7 @@ from soong_agent.ports.streaming import (
     UsageReported,
 )
 from soong_agent.ports.system import Clock
+from soong_agent.ports.text import safe_json_text, safe_text
 
 INTERRUPTED = "This tool call did not run: the run was interrupted before it finished."
 CANCELLED = "This tool call did not finish: the user cancelled the run."
@@ -128,6 +130,9 @@ class AgentLoop:
         self._clock = clock
         if tool_context.children is not None:
             tool_context.children.watch_parent(self._own_spent)
+        self._refused: dict[str, str] = {}
+        """Why each call whose arguments held a lone surrogate is refused, by its (safe)
+        arguments text (ids may still change: `Turn.one_call_per_id`)."""
         self._steering = Steering(
             stuck=settings.stuck,
             limits=settings.limits,
@@ -135,27 +140,73 @@ class AgentLoop:
         )
 
     async def run(self, rec: RunRecorder, message: str, *, resumed: bool) -> RunResult:
-        """Execute the run; every outcome, cancellation included, ends in a RunResult."""
+        """Execute the run; every outcome, cancellation and a store that refuses to save
+        included, ends in a RunResult with a status and, unless completed, a reason."""
+        message = safe_text(message)
         try:
             await self._start(rec, message, resumed=resumed)
             status, reason = await self._react(rec)
-            return await self._finish(rec, status, reason)
         except asyncio.CancelledError:
-            self._close_open_turn(rec, CANCELLED)
-            return await self._finish(rec, "cancelled", "cancelled by the user")
+            return await self._end(rec, "cancelled", "cancelled by the user", close=CANCELLED)
         except SoongAgentError as exc:
-            self._close_open_turn(rec, INTERRUPTED)
             kind = exc.kind if isinstance(exc, ProviderError) else type(exc).__name__
-            rec.event(ErrorEvent, kind=kind, message=str(exc), fatal=True)
-            return await self._finish(rec, "failed", str(exc), error=exc)
+            reason = safe_text(str(exc)) or type(exc).__name__
+            return await self._end(
+                rec, "failed", reason, error=exc, close=INTERRUPTED, error_kind=kind
+            )
         except Exception as exc:  # a bug or a broken store: report it as a failed run, not a hang
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-            rec.event(ErrorEvent, kind="internal", message=reason, fatal=True)
-            try:
-                return await self._finish(rec, "failed", reason, error=exc)
-            except Exception as commit_exc:  # the store itself is failing: the result still says so
-                reason = f"{reason}; the session could not be saved: {commit_exc}"
-                return self._result(rec, "failed", reason, exc)
+            reason = safe_text(f"internal error: {type(exc).__name__}: {exc}")
+            return await self._end(
+                rec, "failed", reason, error=exc, close=INTERRUPTED, error_kind="internal"
+            )
+        return await self._end(rec, status, reason)
+
+    async def _end(
+        self,
+        rec: RunRecorder,
+        status: RunStatus,
+        reason: str | None,
+        *,
+        error: BaseException | None = None,
+        close: str | None = None,
+        error_kind: str | None = None,
+    ) -> RunResult:
+        """Close what the run left open and write its end; when that fails (the store refuses
+        the last batch, a second cancellation), the run is still reported, as failed."""
+        try:
+            if close is not None:
+                self._close_open_turn(rec, close)
+            if error_kind is not None:
+                rec.event(ErrorEvent, kind=error_kind, message=reason or status, fatal=True)
+            return await self._finish(rec, status, reason, error=error)
+        except (Exception, asyncio.CancelledError) as exc:
+            return await self._unsaved(rec, reason, error, exc)
+
+    async def _unsaved(
+        self,
+        rec: RunRecorder,
+        reason: str | None,
+        error: BaseException | None,
+        exc: BaseException,
+    ) -> RunResult:
+        """The result of a run whose end could not be written as it was: the run's status and
+        reason are written alone (on the last session header that was saved); if even that
+        fails, the run's row stays `running` and the store reports it `interrupted` once this
+        process lets it go (see `SessionStore.list_runs`)."""
+        what = "cancelled again" if isinstance(exc, asyncio.CancelledError) else "failed"
+        note = safe_text(f"{type(exc).__name__}: {exc}".rstrip(": "))
+        ended = f"the run's end could not be saved ({what}: {note})"
+        reason = f"{reason}; {ended}" if reason else ended
+        try:
+            await rec.save_end("failed", reason)
+        except (Exception, asyncio.CancelledError) as again:
+            more = safe_text(f"{type(again).__name__}: {again}".rstrip(": "))
+            reason += f"; nor its status ({more}): the session shows the run as interrupted"
+        try:
+            rec.event(ErrorEvent, kind="unsaved", message=reason, fatal=True)
+        except Exception as broken:  # the event stream itself is broken: the result says it all
+            reason += f"; its last event could not be made ({type(broken).__name__})"
+        return self._result(rec, "failed", reason, error or exc)
 
     async def _start(self, rec: RunRecorder, message: str, *, resumed: bool) -> None:
         rec.event(
@@ -239,7 +290,9 @@ class AgentLoop:
                         ToolCallRequested, call_id=call.id, name=call.name, arguments=call.arguments
                     )
                 self._turn = turn
-                results = await self._pipeline.run_all(turn.calls, rec, self._ctx)
+                results = await self._pipeline.run_all(
+                    turn.calls, rec, self._ctx, refused=self._refused
+                )
                 for call in turn.calls:  # (the flag was reset when this turn began)
                     if call.name.startswith("task_"):
                         self._tasks_touched = True
@@ -384,14 +437,26 @@ class AgentLoop:
                 sent = True
                 match item:
                     case TextDelta():
-                        turn.text.append(item.text)
-                        rec.event(TextDeltaEvent, text=item.text)
+                        text = item.text
+                        if not text.isascii():  # (the one boundary for the model's text)
+                            text = safe_text(text)
+                        turn.text.append(text)
+                        rec.event(TextDeltaEvent, text=text)
                     case ToolCallReady():
-                        turn.calls.append(item.call)
+                        call = item.call
+                        ascii_call = call.arguments.isascii() and call.name.isascii()
+                        if not (ascii_call and call.id.isascii()) or "\\u" in call.arguments:
+                            call = self._safe_call(call)
+                        turn.calls.append(call)
                     case ThinkingDelta():
-                        turn.add_thinking(item)
-                        if item.text:
-                            rec.event(ThinkingDeltaEvent, text=item.text)
+                        thought = item
+                        if not thought.text.isascii():
+                            thought = ThinkingDelta(
+                                safe_text(thought.text), thought.signature, thought.redacted
+                            )
+                        turn.add_thinking(thought)
+                        if thought.text:
+                            rec.event(ThinkingDeltaEvent, text=thought.text)
                     case UsageReported():
                         turn.usage = item.usage
                         self._add_usage(rec, item.usage)
@@ -427,6 +492,22 @@ class AgentLoop:
         if turn.usage is None:
             self._add_usage(rec, self._estimated_usage(turn))
         return turn
+
+    def _safe_call(self, call: ToolCallBlock) -> ToolCallBlock:
+        """`call` with its texts UTF-8-clean (`ports.text`); a call whose arguments held a
+        lone surrogate is refused by the pipeline, with the reason kept here."""
+        name, call_id = safe_text(call.name), safe_text(call.id)
+        arguments, lone = safe_json_text(call.arguments)
+        if lone:
+            self._refused[arguments] = (
+                f"the arguments hold a lone surrogate ({', '.join(lone[:3])}), which is not "
+                "text, so the call did not run (it is shown as \\xNN or U+FFFD). Send text "
+                "only; a byte of a file name that is not UTF-8 is written \\xNN, as list_dir "
+                "shows it (caf\\xe9.txt)"
+            )
+        if name is call.name and call_id is call.id and arguments is call.arguments:
+            return call
+        return ToolCallBlock(id=call_id, name=name, arguments=arguments)
 
     def _add_usage(self, rec: RunRecorder, usage: Usage) -> None:
         self._usage = self._usage + usage

@@ -27,6 +27,7 @@ from soong_agent.application.batch_writer import GroupCommitWriter
 from soong_agent.application.event_factory import EventFactory
 from soong_agent.application.run_handle import Run
 from soong_agent.ports.artifacts import ArtifactInfo, ArtifactStore
+from soong_agent.ports.errors import RunError
 from soong_agent.ports.events import (
     ContextMeasured,
     ModelCallStarted,
@@ -301,6 +302,19 @@ class RunRecorder:
             reason=reason,
             model=r.model,
         )
+
+    async def save_end(self, status: RunStatus, reason: str | None) -> None:
+        """Write the run's status and reason alone, straight to the store, with the session
+        header of the last batch that was written (whose messages are all stored): for a run
+        whose last batch could not be written. `RunError` when nothing of the run was."""
+        self.finish(status, reason)
+        session = self._writer.saved
+        if session is None:
+            raise RunError("nothing of this run was saved")
+        run = self.run_info
+        if self._redactor is not None:
+            session, run = self._scrubbed_headers(session, run)
+        await self._store.commit(TurnCommit(session=session, run=run, at=self._now()))
 
     async def commit(self) -> None:
         """Write everything since the last boundary in one transaction."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import RunEvent, RunStatus
 from soong_agent.ports.streaming import Usage
+from soong_agent.ports.text import safe_text
 
 if TYPE_CHECKING:
     from soong_agent.application.compaction_requests import CompactionRequests
@@ -137,10 +138,43 @@ class Run:
             self._readers.pop(reader, None)
 
     async def wait(self) -> RunResult:
-        """Wait for the run to end and return how it ended."""
+        """Wait for the run to end and return how it ended.
+
+        Whatever ended the run, a result comes back: a run whose task was cancelled before it
+        could end, or that raised (a bug outside the loop's own guard), is a `failed` or
+        `cancelled` result with a reason. Only cancelling the waiter itself raises here."""
         if self._task is None:
             raise RuntimeError("the run has not been started")
-        return await asyncio.shield(self._task)
+        try:
+            return await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.cancelled():
+                raise  # the waiter was cancelled, not the run
+            return self._outcome()
+        except Exception:
+            return self._outcome()
+
+    def _outcome(self) -> RunResult:
+        """The result of the ended task, a failure or a cancellation told as a result."""
+        task = self._task
+        assert task is not None and task.done()
+        if task.cancelled():
+            return RunResult(
+                session_id=self.session_id,
+                run_id=self.run_id,
+                status="cancelled",
+                reason="the run's task was cancelled before the run could end",
+            )
+        error = task.exception()
+        if error is None:
+            return task.result()
+        return RunResult(
+            session_id=self.session_id,
+            run_id=self.run_id,
+            status="failed",
+            reason=safe_text(f"internal error: {type(error).__name__}: {error}"),
+            error=error,
+        )
 
     async def compact(self) -> Any:
         """Compact the context before the next model call and return the compaction report.
@@ -161,6 +195,6 @@ class Run:
         if not self._task.done():
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=self._cancel_timeout_s)
-        if self._task.done() and not self._task.cancelled():
-            return self._task.result()
+        if self._task.done():
+            return self._outcome()
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, assert_never
 
 from pydantic import BaseModel, ValidationError
@@ -18,10 +18,13 @@ from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.events import ErrorEvent, SandboxDenied, ToolResultEvent
 from soong_agent.ports.messages import ToolCallBlock, ToolResultBlock
 from soong_agent.ports.system import Clock
+from soong_agent.ports.text import safe_text
 
 RESULT_MAX_CHARS = 30_000
 PREVIEW_HEAD_CHARS = 2_000
 PREVIEW_TAIL_CHARS = 500
+NAME_SHOWN = 100
+"""How much of an unknown tool's name the model is told back."""
 
 
 class _Prepared(NamedTuple):
@@ -35,7 +38,7 @@ def _validation_problem(tool: str, exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        parts.append(f"{where}: {err['msg']}")
+        parts.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
     return f"invalid arguments for {tool}: " + "; ".join(parts)
 
 
@@ -82,11 +85,26 @@ class ToolPipeline:
         self._max_result_chars = max_result_chars
         self.completed: dict[str, ToolResultBlock] = {}
 
-    def _prepare(self, call: ToolCallBlock) -> _Prepared:
+    def _prepare(self, call: ToolCallBlock, refused: Mapping[str, str] | None) -> _Prepared:
         tool = self._registry.get(call.name)
         if tool is None:
             known = ", ".join(self._registry.names()) or "none"
-            return _Prepared(call, None, None, f"unknown tool {call.name!r}; tools: {known}")
+            shown = call.name if len(call.name) <= NAME_SHOWN else call.name[:NAME_SHOWN] + "…"
+            return _Prepared(call, None, None, f"unknown tool {shown!r}; tools: {known}")
+        if refused and call.arguments in refused:
+            return _Prepared(call, tool, None, refused[call.arguments])
+        try:
+            return self._parsed(call, tool)
+        except RecursionError:
+            problem = (
+                "arguments are nested too deeply to read (objects or arrays inside each other)"
+            )
+            return _Prepared(call, tool, None, problem)
+        except Exception as exc:  # whatever the model sent, the call fails and the run goes on
+            why = safe_text(f"{type(exc).__name__}: {exc}")[:400]
+            return _Prepared(call, tool, None, f"arguments could not be read ({why})")
+
+    def _parsed(self, call: ToolCallBlock, tool: Tool) -> _Prepared:
         if call.arguments.startswith("{"):  # the usual call: parsed and validated in one go
             try:
                 return _Prepared(
@@ -106,11 +124,18 @@ class ToolPipeline:
             return _Prepared(call, tool, None, _validation_problem(call.name, exc))
 
     async def run_all(
-        self, calls: Sequence[ToolCallBlock], rec: RunRecorder, ctx: ToolContext
+        self,
+        calls: Sequence[ToolCallBlock],
+        rec: RunRecorder,
+        ctx: ToolContext,
+        *,
+        refused: Mapping[str, str] | None = None,
     ) -> list[ToolResultBlock]:
-        """One result per call, in call order; read-only batches run concurrently (LOOP-5)."""
+        """One result per call, in call order; read-only batches run concurrently (LOOP-5).
+
+        `refused`: why a call is not run, by its arguments text (they held a lone surrogate)."""
         self.completed = {}
-        prepared = [self._prepare(c) for c in calls]
+        prepared = [self._prepare(c, refused) for c in calls]
         parallel = (
             len(prepared) > 1
             and self._gate.read_only_unasked
@@ -137,6 +162,8 @@ class ToolPipeline:
         if ran and self._hooks is not None:
             await self._after_tool(p, rec, output)
         content = output.content
+        if not content.isascii():  # (the one boundary for what tools return: `ports.text`)
+            content = safe_text(content)
         if len(content) > self._max_result_chars:
             content = await self._fit(content, p.call.name, ctx)
         block = ToolResultBlock(
@@ -271,14 +298,33 @@ class ToolPipeline:
                     assert_never(decision)
         except SoongAgentError as exc:
             return ToolOutput(str(exc), is_error=True), ran
+        except UnicodeEncodeError as exc:  # a text argument no file system or program can take
+            return ToolOutput(
+                f"invalid arguments for {tool.name}: a text argument holds "
+                f"{exc.object[exc.start : exc.end]!a}, which is not valid Unicode text; the call "
+                "did not run",
+                is_error=True,
+            ), ran
+        except ValueError as exc:
+            if "null byte" not in str(exc) and "null character" not in str(exc):
+                return self._crashed(tool, exc, rec), ran
+            return ToolOutput(
+                f"invalid arguments for {tool.name}: a text argument holds a NUL character "
+                "(\\x00), which no path, pattern or command can; the call did not run",
+                is_error=True,
+            ), ran
         except FileNotFoundError as exc:
             return ToolOutput(f"not found: {exc.filename or exc}", is_error=True), ran
         except OSError as exc:
             return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True), ran
         except Exception as exc:  # a tool's bug must not end the run; the model and events learn it
-            message = f"tool {tool.name} failed: {type(exc).__name__}: {exc}"
-            rec.event(ErrorEvent, kind="tool_crash", message=message, fatal=False)
-            return ToolOutput(message, is_error=True), ran
+            return self._crashed(tool, exc, rec), ran
+
+    @staticmethod
+    def _crashed(tool: Tool, exc: Exception, rec: RunRecorder) -> ToolOutput:
+        message = safe_text(f"tool {tool.name} failed: {type(exc).__name__}: {exc}")
+        rec.event(ErrorEvent, kind="tool_crash", message=message, fatal=False)
+        return ToolOutput(message, is_error=True)
 
 
 def _for_call(ctx: ToolContext, call_id: str) -> ToolContext:

@@ -19,8 +19,12 @@ RunStatus = Literal[
     "stuck",
     "budget_exhausted",
     "blocked",
+    "interrupted",
 ]
-"""`blocked`: a pre_sampling hook stopped the run before a model call (HOOK-1)."""
+"""`blocked`: a pre_sampling hook stopped the run before a model call (HOOK-1).
+`interrupted`: the process running it ended before the run's end was saved (killed, or the
+store refused the last write); a store reports it so once no live process holds the run. The
+session resumes as after any other end."""
 
 
 # Default factories are plain functions (see `soong_agent.ports.defaults`): pydantic reads a

@@ -6,6 +6,10 @@ Containment is decided on the resolved form; sensitive patterns (the domain's `S
 which the in-memory sandbox uses too) are matched against both, so neither a symlink into a
 secret nor a symlink named like a secret gets through.
 
+A path argument may name a file whose name is not UTF-8 by the escapes it is shown with
+(``caf\\xe9.txt``, see `soong_agent.ports.text`): when the path as written names nothing but
+the one with those bytes does, it is that one.
+
 Kernel alias trees (``/proc``, ``/dev``, ``/sys``) are refused in both forms: ``/proc/self/root``,
 ``/proc/<pid>/cwd``, ``/proc/self/fd/N`` and ``/dev/fd/N`` can stand for any file, and no tool
 needs them. A literal sensitive path also covers SQLite's sidecar files (``-wal``, ``-shm``,
@@ -30,6 +34,7 @@ from soong_agent.domain.permissions.targets import (
     relative_parts,
 )
 from soong_agent.ports.errors import SandboxViolation, ToolInputError, UsageError
+from soong_agent.ports.text import escaped_bytes_path
 
 # Filesystems of these platforms usually ignore case, so a secret must not hide behind ".ENV".
 FOLD_CASE = sys.platform in ("darwin", "win32")
@@ -101,7 +106,10 @@ class PathPolicy:
             raise ToolInputError(f"the path {path!r} contains a NUL character")
         if not path.strip():  # an empty path means the project itself
             return self.project
-        return normalise(os.path.join(self.project, self._expand_home(path)))
+        lexical = normalise(os.path.join(self.project, self._expand_home(path)))
+        if "\\x" in lexical:
+            return _named_by_bytes(lexical)
+        return lexical
 
     def resolve(self, path: str) -> tuple[str, str]:
         """(lexical, resolved) forms of `path`; resolved follows every existing symlink."""
@@ -212,6 +220,22 @@ class PathPolicy:
         raise SandboxViolation(
             f"access to {path!r} refused: {resolved} is outside the project {self.project}"
         )
+
+
+def _named_by_bytes(lexical: str) -> str:
+    """`lexical`, or the path its ``\\xNN`` escapes name as bytes (`ports.text`: how a file
+    name that is not UTF-8 is shown, ``caf\\xe9.txt``) when that one is the file meant: the
+    path as written names nothing and the escaped one names a file, or a folder to create it
+    in that the path as written has not."""
+    decoded = escaped_bytes_path(lexical)
+    if decoded is None or os.path.lexists(lexical):
+        return lexical
+    if os.path.lexists(decoded):
+        return decoded
+    parent = os.path.dirname(decoded)
+    if parent != os.path.dirname(lexical) and os.path.isdir(parent):
+        return decoded
+    return lexical
 
 
 def _collect_inodes(top: str, out: set[tuple[int, int]], budget: list[int]) -> None:

@@ -17,14 +17,19 @@ the cost for a small event).
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Sequence
 from typing import Any, cast
+
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 from soong_agent.ports.artifacts import ArtifactInfo
 from soong_agent.ports.events import RunEvent, RunStatus
 from soong_agent.ports.messages import Message
 from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.ports.text import safe_text
 
 SCHEMA_VERSION = 2
 """Stored in `PRAGMA user_version` once the schema of `tables.py` has been created. It lives here
@@ -200,6 +205,12 @@ GET_MARK = (
     "FROM session_marks \n"
     'WHERE session_marks.session_id = :sid AND session_marks."key" = :key'
 )
+INTERRUPT_RUN = (
+    "UPDATE runs SET status=:status, reason=:reason, finished_at=:finished_at"
+    " WHERE runs.id = :rid AND runs.status = :was"
+)
+"""A run left `running` by a process that is gone becomes `interrupted` (only if it still is
+`running`: the write cannot undo an end another process saved meanwhile)."""
 
 PINNED = (
     "UPSERT_SESSION",
@@ -215,6 +226,7 @@ PINNED = (
     "GET_ARTIFACT",
     "GET_MARK",
     "UPSERT_MARK",
+    "INTERRUPT_RUN",
 )
 """The names of the statements above that must equal `tables.compiled_statements()`."""
 
@@ -317,10 +329,47 @@ def positional(statement: str, names: tuple[str, ...]) -> str:
 INSERT_MESSAGE_BY_POSITION = positional(INSERT_MESSAGE, MESSAGE_PARAMS)
 
 
-def message_params(session_id: str, batch: list[Message], at: float) -> list[tuple[Any, ...]]:
-    """Parameters of `INSERT_MESSAGE_BY_POSITION`; the caller has checked that ids are set."""
-    to_json = Message.__pydantic_serializer__.to_json
+def message_params(
+    session_id: str, batch: list[Message], at: float, *, safe: bool = False
+) -> list[tuple[Any, ...]]:
+    """Parameters of `INSERT_MESSAGE_BY_POSITION`; the caller has checked that ids are set.
+    `safe`: texts holding lone surrogates are written by the rule of `ports.text` (slower)."""
+    to_json = safe_json if safe else Message.__pydantic_serializer__.to_json
     return [(m.id, session_id, m.parent_id, m.role, m.kind, to_json(m).decode(), at) for m in batch]
+
+
+def safe_json(model: BaseModel) -> bytes:
+    """`model` as its serializer writes it, each text with a lone surrogate written out by the
+    rule of `ports.text` (the serializer refuses such text)."""
+    try:
+        return model.__pydantic_serializer__.to_json(model)
+    except PydanticSerializationError:
+        dumped = _safe_value(model.model_dump(mode="json"))
+        return json.dumps(dumped, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _safe_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        return [_safe_value(v) for v in value]
+    if isinstance(value, dict):
+        return {safe_text(k): _safe_value(v) for k, v in value.items()}
+    return value
+
+
+def safe_params(rows: Any) -> Any:
+    """`rows` (parameters: tuples, lists and dicts of values) with each text made safe by the
+    rule of `ports.text`."""
+    if isinstance(rows, str):
+        return safe_text(rows)
+    if isinstance(rows, tuple):
+        return tuple(safe_params(v) for v in rows)
+    if isinstance(rows, list):
+        return [safe_params(v) for v in rows]
+    if isinstance(rows, dict):
+        return {k: safe_params(v) for k, v in rows.items()}
+    return rows
 
 
 EVENTS_PER_INSERT = 100
@@ -338,12 +387,13 @@ def insert_events(count: int) -> str:
     return f"{head} VALUES {', '.join([row] * count)}"
 
 
-def event_values(batch: Sequence[RunEvent]) -> list[Any]:
+def event_values(batch: Sequence[RunEvent], *, safe: bool = False) -> list[Any]:
     """The parameters of `insert_events(len(batch))`: each event's `EVENT_PARAMS` in turn
-    (`PydanticSerializationError` for an event holding a value JSON cannot take)."""
+    (`PydanticSerializationError` for an event holding a value JSON cannot take; with `safe`,
+    texts holding lone surrogates are written by the rule of `ports.text`)."""
     values: list[Any] = []
     for e in batch:
-        payload = e.__pydantic_serializer__.to_json(e).decode()
+        payload = (safe_json(e) if safe else e.__pydantic_serializer__.to_json(e)).decode()
         values += (e.run_id, e.session_id, e.seq, e.type, payload, e.at)
     return values
 

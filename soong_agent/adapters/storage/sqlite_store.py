@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic_core import PydanticSerializationError
 
 from soong_agent.adapters.storage import sql, transactions
+from soong_agent.adapters.storage.run_locks import RunLocks
 from soong_agent.adapters.storage.worker import SerialWorker
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import RunEvent
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
+INTERRUPTED_REASON = (
+    "the process running it stopped before the run's end was saved; resume the session to go on"
+)
 _CHUNK = 2000
 """Rows validated per pydantic call when loading, so the event loop gets the GIL in between."""
 _MMAP_BYTES = 256 * 1024 * 1024
@@ -87,6 +91,7 @@ class _Database:
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: sqlite3.Connection | None = None
         self._written_run: RunInfo | None = None  # as last committed (only the writer writes)
+        self.locks = RunLocks(path)
 
     # --- connection ------------------------------------------------------------------------
 
@@ -122,6 +127,7 @@ class _Database:
         return self.connection().execute(statement, params).fetchall()
 
     def close(self) -> None:
+        self.locks.close()
         if self._conn is not None:
             self._conn.close()
         self._conn = None
@@ -143,32 +149,52 @@ class _Database:
         session_row = sql.session_row(session, updated_at)
         # a run's row changes at its start and its end only: the turns between leave it be
         run_row = None if run == self._written_run else sql.run_row(run)
+        if run_row is not None and run.status == "running":
+            self.locks.hold(run.id)  # before the row exists: see `run_locks`
         try:
             message_rows = sql.message_params(session.id, messages, at or updated_at)
             event_values = sql.event_values(events)
-        except PydanticSerializationError as exc:  # a value JSON cannot take: nothing written
-            first = str(exc).strip().splitlines()[-1].strip()
-            raise UsageError(
-                f"cannot commit the turn to {self.path}: a message or event holds a value that "
-                f"cannot be stored ({first})"
-            ) from exc
+        except PydanticSerializationError:
+            # text no UTF-8 can hold that came past the run's own boundaries is stored as the
+            # rule of `ports.text` writes it, rather than the turn lost; any other value JSON
+            # cannot take fails the commit, nothing written
+            try:
+                message_rows = sql.message_params(session.id, messages, at or updated_at, safe=True)
+                event_values = sql.event_values(events, safe=True)
+            except (PydanticSerializationError, TypeError, ValueError) as exc:
+                first = str(exc).strip().splitlines()[-1].strip()
+                raise UsageError(
+                    f"cannot commit the turn to {self.path}: a message or event holds a value "
+                    f"that cannot be stored ({first})"
+                ) from exc
 
-        def work(c: sqlite3.Connection) -> None:
+        def work(c: sqlite3.Connection, rows: tuple[Any, Any, list[Any], list[Any]]) -> None:
+            session_params, run_params, message_params, event_params = rows
             cursor = c.cursor()
-            cursor.execute(sql.UPSERT_SESSION, session_row)
-            if run_row is not None:
-                cursor.execute(sql.UPSERT_RUN, run_row)
-            if message_rows:
-                cursor.executemany(sql.INSERT_MESSAGE_BY_POSITION, message_rows)
+            cursor.execute(sql.UPSERT_SESSION, session_params)
+            if run_params is not None:
+                cursor.execute(sql.UPSERT_RUN, run_params)
+            if message_params:
+                cursor.executemany(sql.INSERT_MESSAGE_BY_POSITION, message_params)
             step = sql.EVENTS_PER_INSERT * len(sql.EVENT_PARAMS)
-            for start in range(0, len(event_values), step):
-                chunk = event_values[start : start + step]
+            for start in range(0, len(event_params), step):
+                chunk = event_params[start : start + step]
                 cursor.execute(sql.insert_events(len(chunk) // len(sql.EVENT_PARAMS)), chunk)
 
+        rows = (session_row, run_row, message_rows, event_values)
         try:
-            transactions.write(conn, work)
+            try:
+                transactions.write(conn, lambda c: work(c, rows))
+            except UnicodeEncodeError:  # a header (title, reason, ...) holds a lone surrogate
+                transactions.write(conn, lambda c: work(c, sql.safe_params(rows)))
         except sqlite3.IntegrityError as exc:
             raise UsageError(f"cannot commit the turn to {self.path}: {exc}") from exc
+        finally:
+            if run_row is not None and run.status != "running":
+                # the run's end, written or not: the process is done with the run, so a
+                # reader may now call it interrupted if the end never arrives (a later write
+                # of the end wins; marking touches only a row still `running`)
+                self.locks.release(run.id)
         self._written_run = run
 
     # --- reads -----------------------------------------------------------------------------
@@ -231,7 +257,42 @@ class _Database:
         return _validate_json_rows([r[0] for r in rows], MESSAGE_LIST.validate_json)
 
     def list_runs(self, session_id: str) -> list[RunInfo]:
-        return [sql.run_info(r) for r in self._rows(sql.LIST_RUNS, {"sid": session_id})]
+        runs = [sql.run_info(r) for r in self._rows(sql.LIST_RUNS, {"sid": session_id})]
+        return [
+            self._interrupted(r)
+            if r.status == "running" and not self.locks.held_elsewhere_or_here(r.id)
+            else r
+            for r in runs
+        ]
+
+    def _interrupted(self, run: RunInfo) -> RunInfo:
+        """`run`, left `running` by a process that is gone, as `interrupted` (written, unless
+        the database cannot be written now: it is reported so all the same)."""
+        ended = RunInfo(
+            id=run.id,
+            session_id=run.session_id,
+            started_at=run.started_at,
+            status="interrupted",
+            finished_at=run.finished_at,
+            reason=INTERRUPTED_REASON,
+            model=run.model,
+        )
+        params = {
+            "rid": run.id,
+            "was": "running",
+            "status": ended.status,
+            "reason": ended.reason,
+            "finished_at": ended.finished_at,
+        }
+
+        def work(c: sqlite3.Connection) -> None:
+            c.execute(sql.INTERRUPT_RUN, params)
+
+        try:
+            transactions.write(self.connection(), work)
+        except sqlite3.Error as exc:  # read-only or busy: reported all the same, written later
+            log.warning("could not mark run %s interrupted in %s: %s", run.id, self.path, exc)
+        return ended
 
     def run_events(self, run_id: str) -> list[RunEvent]:
         rows = self._rows(sql.RUN_EVENTS, {"rid": run_id})

@@ -32,6 +32,7 @@ from sqlalchemy import (
     insert,
     literal_column,
     select,
+    update,
 )
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -328,4 +329,13 @@ def compiled_statements() -> dict[str, str]:
             )
         ),
         "UPSERT_MARK": _upsert_mark(),
+        "INTERRUPT_RUN": _compile(
+            update(runs)
+            .where(runs.c.id == bindparam("rid"), runs.c.status == bindparam("was"))
+            .values(
+                status=bindparam("status"),
+                reason=bindparam("reason"),
+                finished_at=bindparam("finished_at"),
+            )
+        ),
     }

@@ -22,6 +22,14 @@ class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def no_nul(value: str) -> str:
+    """A field validator for texts that reach a path, a pattern or a command line, none of
+    which can hold a NUL character: the model is told which argument holds one."""
+    if "\x00" in value:
+        raise ValueError("holds a NUL character (\\x00), which it cannot")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """What a tool hands back to the model, and what the OS sandbox refused the command it

@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 
-from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, no_nul
 from soong_agent.domain.permissions import directory_scope
 
 READ_MAX_BYTES = 256 * 1024
@@ -80,6 +80,8 @@ class GlobArgs(ToolArgs):
     path: str = Field(default=".", description="Folder to search in.")
     limit: int = Field(default=500, ge=1, le=5000)
 
+    _no_nul = field_validator("pattern", "path")(no_nul)
+
 
 async def glob_files(args: GlobArgs, ctx: ToolContext) -> ToolOutput:
     found = await ctx.fs.glob(args.pattern, base=args.path, limit=args.limit)
@@ -97,6 +99,8 @@ class GrepArgs(ToolArgs):
     glob: str | None = Field(default=None, description="Only files matching this glob.")
     ignore_case: bool = False
     limit: int = Field(default=200, ge=1, le=5000)
+
+    _no_nul = field_validator("pattern", "path", "glob")(no_nul)
 
 
 async def grep(args: GrepArgs, ctx: ToolContext) -> ToolOutput:

@@ -25,9 +25,9 @@ import os
 import shutil
 from collections.abc import Collection, Mapping
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 
-from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
+from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, no_nul
 from soong_agent.application.tools.catalog import effective_timeout_ms
 from soong_agent.domain.config.schema import ToolsConfig
 from soong_agent.ports.process import ProcessResult, ProcessRunner
@@ -59,6 +59,8 @@ class RunCommandArgs(ToolArgs):
     description: str | None = Field(
         default=None, description="A few words on what the command does, for the user."
     )
+
+    _no_nul = field_validator("command")(no_nul)
 
 
 def is_secret_name(name: str, secret_names: Collection[str] = ()) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from soong_agent.application.run_handle import RunResult
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.secrets import SecretRedactor
+from soong_agent.ports.text import safe_json_text
 
 SCHEMA_VERSION = 1
 
@@ -37,7 +38,9 @@ def result_object(result: RunResult, clean: Any = None) -> dict[str, Any]:
 
 
 def line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+    """One JSON line; a lone surrogate that came past the run's boundaries is written out by
+    the rule of `ports.text` (valid JSON, valid UTF-8)."""
+    return safe_json_text(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))[0] + "\n"
 
 
 class JsonRenderer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import TextIO
@@ -32,6 +33,15 @@ from soong_agent.ports.secrets import SecretRedactor
 _ARG_PREVIEW = 80
 
 
+def tolerant_streams() -> None:
+    """Let stdout and stderr write any text: a character their encoding cannot take (an
+    ASCII terminal, a lone surrogate that came past the run's boundaries) is written as a
+    backslash escape instead of failing the command half way."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+
+
 def _first_line(text: str, limit: int = 100) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line if len(line) <= limit else line[: limit - 1] + "…"
@@ -50,7 +60,7 @@ def call_preview(name: str, arguments: str) -> str:
     """``write_file(path=hello.txt, content=…)``: the call as one short line."""
     try:
         args = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than it can be read
         return f"{name}({_first_line(arguments, _ARG_PREVIEW)})"
     if not isinstance(args, dict):
         return f"{name}({_first_line(str(args), _ARG_PREVIEW)})"

@@ -17,8 +17,9 @@ from soong_agent.entrypoints.cli.common import (
     fail,
     guarded,
 )
-from soong_agent.entrypoints.cli.render import Renderer
-from soong_agent.ports.errors import UsageError
+from soong_agent.entrypoints.cli.render import Renderer, tolerant_streams
+from soong_agent.ports.errors import SoongAgentError, UsageError
+from soong_agent.ports.text import safe_text
 
 if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
@@ -47,14 +48,20 @@ def run_command(
     def go() -> int:
         from soong_agent.entrypoints.sdk import parse_limits
 
+        tolerant_streams()
         if output not in ("text", "json"):
             raise UsageError(f"--output: expected text or json, found {output!r}")
         wall_ms = None if timeout is None else max(1, round(timeout * 1000))
         limits = parse_limits(max_cost, max_tokens, wall_ms)
         choices = RunChoices(tool_choice, limits, output, approve, plan)
-        return asyncio.run(
-            _run(message, path, session_id, from_message, orchestrator, agent, choices)
-        )
+        try:
+            return asyncio.run(
+                _run(message, path, session_id, from_message, orchestrator, agent, choices)
+            )
+        except SoongAgentError:
+            raise  # one line from `guarded`
+        except Exception as exc:  # a bug: still one line and an exit code, never a traceback
+            return fail(safe_text(f"internal error: {type(exc).__name__}: {exc}"), 1)
 
     return guarded(go)
 
@@ -201,5 +208,11 @@ def _exit_code(result: RunResult, clean: Callable[[str], str]) -> int:
     if result.status == "cancelled":
         return fail("run cancelled; the session was saved", EXIT_CANCELLED)
     if result.error is not None:
-        return fail(clean(result.reason or str(result.error)), exit_code_for(result.error))
-    return fail(clean(result.reason or result.status), 1)
+        reason = result.reason or safe_text(str(result.error)) or type(result.error).__name__
+        return fail(_one_line(clean(reason)), exit_code_for(result.error))
+    return fail(_one_line(clean(result.reason or result.status)), 1)
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line (an error's text may run over several)."""
+    return " ".join(text.split("\n")) if "\n" in text else text

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
 from soong_agent.entrypoints.cli.json_output import SCHEMA_VERSION
-from soong_agent.entrypoints.cli.render import call_preview
+from soong_agent.entrypoints.cli.render import call_preview, tolerant_streams
 from soong_agent.entrypoints.cli.session_tree import (
     ancestry,
     load_tree,
@@ -83,6 +83,7 @@ def list_sessions(*, path: str | None, limit: int, output: str = "text") -> int:
         sys.stdout.write("".join(lines))
         return EXIT_OK
 
+    tolerant_streams()
     return guarded(lambda: asyncio.run(go()))
 
 
@@ -194,4 +195,5 @@ def show_session(session_id: str, *, path: str | None, output: str = "text") -> 
         sys.stdout.flush()
         return EXIT_OK
 
+    tolerant_streams()
     return guarded(lambda: asyncio.run(go()))
