@@ -308,6 +308,8 @@ class RunAssembler:
         task_session_id: str | None = None,
         team: Callable[[RunRecorder, RunHooks | None], Seat] | None = None,
         actor: str | None = None,
+        depth: int = 0,
+        agent_id: str = "root",
     ) -> AssembledRun:
         """The loop of one run and everything it works with; nothing is written yet.
 
@@ -319,7 +321,9 @@ class RunAssembler:
         children themselves). `task_session_id`: whose task graphs the task tools and the board
         show (an orchestrator's, for its workers; None: the run's own session). `team` gives
         the run its seat in a team (its mails arrive at each turn); `actor`: who it acts as in
-        task graphs (a teammate's name; None: the run).
+        task graphs (a teammate's name; None: the run). `depth` and `agent_id` say who the
+        run's hooks fire for (0 and ``root`` for a root run; a child's definition id, one
+        deeper than its parent).
         Raises ConfigError when the model's window cannot hold this run's system prompt.
         """
         ports, policies = self.ports, self.policies
@@ -338,7 +342,7 @@ class RunAssembler:
             cancel_timeout_s=policies.cancel_timeout_s,
             compaction=compaction,
         )
-        hooks = self._hooks(spec, session.id, run_info.id)
+        hooks = self._hooks(spec, HookContext(session.id, run_info.id, agent_id, depth))
         pipeline = ToolPipeline(
             registry=tools,
             gate=PermissionGate(
@@ -364,6 +368,7 @@ class RunAssembler:
             history=history,
             redactor=ports.redactor,
         )
+        folders.warn_skipped(recorder)  # instruction files left out (PROMPT-2): one warning each
         launcher = (
             children.link(
                 assembler=self,
@@ -373,6 +378,7 @@ class RunAssembler:
                 hooks=hooks,
                 memory=memory,
                 task_session_id=task_session_id,
+                depth=depth,
             )
             if children is not None
             else None
@@ -438,7 +444,7 @@ class RunAssembler:
         link = McpRunLink(hub, run_tools, startup_timeout_s=policies.mcp.startup_timeout_ms / 1000)
         return run_tools, link
 
-    def _hooks(self, spec: RunSpec, session_id: str, run_id: str) -> RunHooks | None:
+    def _hooks(self, spec: RunSpec, who: HookContext) -> RunHooks | None:
         """The run's hooks over the runtime's one pipeline (None when no hook is registered,
         so a run without hooks pays nothing for them)."""
         pipeline = self.ports.hooks
@@ -446,7 +452,7 @@ class RunAssembler:
             return None
         return RunHooks(
             pipeline,
-            HookContext(session_id=session_id, run_id=run_id),
+            who,
             model=spec.settings.model_label,
             max_stop_continuations=self.policies.max_stop_continuations,
         )

@@ -186,8 +186,10 @@ class ChildRuns:
         hooks: RunHooks | None,
         memory: str,
         task_session_id: str | None = None,
+        depth: int = 0,
     ) -> ParentLink:
-        """The launcher of one parent run (what its spawning tools call)."""
+        """The launcher of one parent run (what its spawning tools call); `depth`: the
+        parent's (0 for a root run)."""
         return ParentLink(
             self,
             assembler=assembler,
@@ -197,6 +199,7 @@ class ChildRuns:
             hooks=hooks,
             memory=memory,
             task_session_id=task_session_id,
+            depth=depth,
         )
 
     def slots(self, session_id: str) -> asyncio.Semaphore:
@@ -283,8 +286,10 @@ class ParentLink:
         hooks: RunHooks | None,
         memory: str,
         task_session_id: str | None,
+        depth: int = 0,
     ) -> None:
         self._children = children
+        self._depth = depth
         self._assembler = assembler
         self._spec = spec
         self._rec = recorder
@@ -492,6 +497,8 @@ class ParentLink:
             grants=self._grants,
             memory=memory,
             task_session_id=task_session_id,
+            depth=self._depth + 1,
+            agent_id=agent,
         )
         link = {
             "kind": kind,

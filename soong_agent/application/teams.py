@@ -715,6 +715,8 @@ class TeamService:
             task_session_id=team.id,
             actor=member.name,
             team=lambda rec, hooks: Seat(self, team, member.name, rec),
+            depth=1,
+            agent_id=member.role,
         )
         rec = assembled.recorder
         lead = team.lead_running()

@@ -184,14 +184,6 @@ async def test_every_hook_type_fires_in_a_sub_agent_and_subagent_stop_in_its_par
     assert stop["env_agent"] == "walker"  # AGENT_ID: the child that stopped
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a child's hooks say depth 0 and agent 'root': RunAssembler._hooks builds every run's "
-        "HookContext with the defaults, and ParentLink._run_child has no way to pass the "
-        "child's depth and agent id to assemble()"
-    ),
-)
 async def test_a_sub_agents_hooks_say_depth_1_and_its_agent(tmp_path: Path) -> None:
     _, in_child, _ = await walk_in_a_sub_agent(tmp_path)
     assert {(f["depth"], f["agent"]) for f in in_child} == {(1, "walker")}
