@@ -7,6 +7,11 @@ about every finished batch of tool calls; it reads the new folders' files throug
 `ContextSource`, records an `InstructionsLoaded` event for each, and says the system prompt
 must be rebuilt (`changed`). A resumed session replays its stored messages through the same
 rule (`replay`), so the new run's first request carries the same files.
+
+An instruction file of the project that the source left out (a symbolic link leading outside
+the project or to a sensitive path, see `ContextSource.skipped`) is told once per run: one
+non-fatal `ErrorEvent` of kind ``instructions_skipped`` naming it (`warn_skipped`), the
+project's own files when the run is assembled, a folder's when its files are first looked at.
 """
 
 from __future__ import annotations
@@ -16,9 +21,12 @@ from collections.abc import Iterable, Sequence
 
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.domain.compaction.carry_over import call_path as path_argument
-from soong_agent.ports.events import InstructionsLoaded
+from soong_agent.ports.events import ErrorEvent, InstructionsLoaded
 from soong_agent.ports.messages import Message, ToolCallBlock, ToolResultBlock
-from soong_agent.ports.prompt import ContextSource, InstructionDoc
+from soong_agent.ports.prompt import ContextSource, InstructionDoc, SkippedInstruction
+
+SKIPPED_KIND = "instructions_skipped"
+"""The `ErrorEvent.kind` of the warning that an instruction file was left out."""
 
 FOLDER_TOOLS = frozenset({"read_file", "write_file", "edit_file", "list_dir", "glob", "grep"})
 """Tools whose `path` / `file_path` argument says which folders the agent works in."""
@@ -56,6 +64,8 @@ class FolderInstructions:
         self._root = root
         self._loaded: dict[str, list[InstructionDoc]] = {}  # folder -> its files
         self._changed = False
+        self._skipped: list[SkippedInstruction] = []  # left out, not warned of yet
+        self._warned: set[str] = set()  # the sources warned of in this run
 
     @property
     def docs(self) -> list[InstructionDoc]:
@@ -90,6 +100,7 @@ class FolderInstructions:
                 if folder in self._loaded:
                     continue
                 docs = self._source.folder_instructions(folder)
+                self._skipped += self._source.skipped(folder)
                 if docs:  # a folder without files is looked at again next time: one may appear
                     self._loaded[folder] = docs
                     new += docs
@@ -100,7 +111,8 @@ class FolderInstructions:
     def after_tools(
         self, calls: Sequence[ToolCallBlock], results: Iterable[ToolResultBlock], rec: RunRecorder
     ) -> None:
-        """`observe`, recording an `InstructionsLoaded` event per file loaded."""
+        """`observe`, recording an `InstructionsLoaded` event per file loaded and a warning per
+        file it left out (`warn_skipped`)."""
         for doc in self.observe(calls, results):
             folder = doc.folder or ""
             rec.event(
@@ -109,6 +121,19 @@ class FolderInstructions:
                 folder=folder,
                 bytes=len(doc.text.encode("utf-8")),
             )
+        if self._skipped:
+            self.warn_skipped(rec)
+
+    def warn_skipped(self, rec: RunRecorder) -> None:
+        """One warning (`ErrorEvent`, kind ``instructions_skipped``, not fatal) for each
+        instruction file left out that this run has not been told of: the project's own (as
+        the source last read them: called when the run is assembled) and those of the folders
+        looked at so far."""
+        for skip in [*self._source.skipped(), *self._skipped]:
+            if skip.source not in self._warned:
+                self._warned.add(skip.source)
+                rec.event(ErrorEvent, kind=SKIPPED_KIND, message=skip.message, fatal=False)
+        self._skipped.clear()
 
     def replay(self, messages: Sequence[Message]) -> None:
         """Load what `messages` (a session's stored messages, every branch) loaded, by the same

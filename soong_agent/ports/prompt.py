@@ -20,6 +20,25 @@ class InstructionDoc:
 
 
 @dataclass(frozen=True, slots=True)
+class SkippedInstruction:
+    """An instruction file of the project that was left out of the chain, and why.
+
+    `source` is labelled as its `InstructionDoc` would be (``<project>/AGENTS.md``); `reason`
+    says why in words (a symbolic link leading outside the project, a sensitive path); `folder`
+    is the folder it belongs to, as in `InstructionDoc` (None for the project's own files).
+    """
+
+    source: str
+    reason: str
+    folder: str | None = None
+
+    @property
+    def message(self) -> str:
+        """One line for the run's warning event."""
+        return f"{self.source} was left out of the instructions: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
 class EnvironmentInfo:
     """Facts about where the agent runs, rendered into the dynamic end of the system prompt."""
 
@@ -40,8 +59,20 @@ class ContextSource(Protocol):
     def folder_instructions(self, folder: str) -> list[InstructionDoc]:
         """The `CLAUDE.md` then `AGENTS.md` of `folder`, a folder inside the project given
         relative to it in posix form (``pkg/sub``), each with `folder` set; empty when it has
-        none, and for a folder that is not inside the project (``..``, absolute, a symlink
-        leading out of it)."""
+        none, and for a folder that is not inside the project (``..``, absolute). A file that
+        leads out of the project or to a sensitive path is left out (see `skipped`)."""
+        ...
+
+    def skipped(self, folder: str | None = None) -> list[SkippedInstruction]:
+        """The project's instruction files the last read left out, and why: by `instructions`
+        (`folder` None) or by `folder_instructions(folder)`; empty before that read.
+
+        A project file is read only when it resolves inside the project and is not a sensitive
+        path (`tools.sensitive_paths`): a `CLAUDE.md` that is a symbolic link to
+        ``~/.ssh/id_rsa``, or an `AGENTS.md` linked to ``.env``, is left out and named here,
+        and the rest of the chain is read as usual. The home's files are the user's own and
+        are read wherever they lead.
+        """
         ...
 
     def environment(self) -> EnvironmentInfo:

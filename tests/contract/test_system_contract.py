@@ -13,7 +13,12 @@ import pytest
 from soong_agent.adapters.system.clock import RandomIds, SystemClock
 from soong_agent.adapters.system.context_source import FileContextSource
 from soong_agent.adapters.system.secrets import EnvSecretSource
-from soong_agent.ports.prompt import ContextSource, EnvironmentInfo, InstructionDoc
+from soong_agent.ports.prompt import (
+    ContextSource,
+    EnvironmentInfo,
+    InstructionDoc,
+    SkippedInstruction,
+)
 from soong_agent.ports.system import Clock, IdGenerator, SecretSource
 from soong_agent.testing import DictSecretSource, FixedClock, SequentialIds, StaticContextSource
 
@@ -132,6 +137,8 @@ PROJECT_DOC = "Project rules: run the tests."
 PKG_CLAUDE = "pkg: keep the API stable."
 PKG_AGENTS = "pkg: type everything."
 SUB_AGENTS = "pkg/sub: no I/O here."
+SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- contract-secret"
+ENV_SECRET = "API_TOKEN=contract-env-secret"
 
 
 def _static(_home: Path, project: Path) -> ContextSource:
@@ -145,6 +152,10 @@ def _static(_home: Path, project: Path) -> ContextSource:
             "pkg": {"AGENTS.md": PKG_AGENTS, "CLAUDE.md": PKG_CLAUDE},
             "pkg/sub": {"AGENTS.md": SUB_AGENTS},
         },
+        skipped=[
+            SkippedInstruction("<project>/AGENTS.md", "it leads outside the project"),
+            SkippedInstruction("<project>/pkg/sub/CLAUDE.md", "a sensitive path", "pkg/sub"),
+        ],
     )
 
 
@@ -161,6 +172,11 @@ def _files(home: Path, project: Path) -> ContextSource:
     (project / "empty" / "AGENTS.md").write_text("\n", encoding="utf-8")  # empty: skipped
     (home / "outside").mkdir()
     (home / "outside" / "AGENTS.md").write_text("not the project's", encoding="utf-8")
+    # what a repository may ship: instruction files linked to a key outside it and to .env
+    (home / "outside" / "id_rsa").write_text(SECRET, encoding="utf-8")
+    (project / "AGENTS.md").symlink_to(home / "outside" / "id_rsa")
+    (project / ".env").write_text(ENV_SECRET, encoding="utf-8")
+    (project / "pkg" / "sub" / "CLAUDE.md").symlink_to(project / ".env")
     return FileContextSource(home=home, project=project, today=dt.date(2026, 1, 1))
 
 
@@ -220,6 +236,43 @@ def test_a_folder_without_files_or_outside_the_project_gives_none(
 ) -> None:
     source, _ = context
     assert source.folder_instructions(folder) == []
+
+
+def test_nothing_is_skipped_before_a_read(context: tuple[ContextSource, Path]) -> None:
+    source, _ = context
+    assert source.skipped() == []
+    assert source.skipped("pkg/sub") == []
+
+
+def test_a_project_file_leading_out_or_to_a_sensitive_path_is_skipped_and_named(
+    context: tuple[ContextSource, Path],
+) -> None:
+    source, _ = context
+    docs = source.instructions()
+    assert [d.text for d in docs] == [HOME_DOC, PROJECT_DOC]
+    (skip,) = source.skipped()
+    assert (skip.source, skip.folder) == ("<project>/AGENTS.md", None)
+    assert skip.reason.strip()
+    assert skip.message.startswith("<project>/AGENTS.md ")
+    assert source.skipped("pkg/sub") == []  # not read yet
+
+    assert [d.text for d in source.folder_instructions("pkg/sub")] == [SUB_AGENTS]
+    (sub,) = source.skipped("pkg/sub")
+    assert (sub.source, sub.folder) == ("<project>/pkg/sub/CLAUDE.md", "pkg/sub")
+    assert source.folder_instructions("pkg") and source.skipped("pkg") == []
+    assert source.skipped("../elsewhere") == []
+    everything = [*source.instructions(), *source.folder_instructions("pkg/sub")]
+    assert not any(SECRET in d.text or ENV_SECRET in d.text for d in everything)
+
+
+def test_the_static_source_refuses_a_skipped_file_that_is_also_a_doc() -> None:
+    with pytest.raises(ValueError):
+        StaticContextSource(
+            [InstructionDoc("<project>/AGENTS.md", "x")],
+            skipped=[SkippedInstruction("<project>/AGENTS.md", "a link")],
+        )
+    with pytest.raises(ValueError):
+        StaticContextSource(skipped=[SkippedInstruction("<project>/AGENTS.md", " ")])
 
 
 def test_the_files_source_does_not_follow_a_symlink_out_of_the_project(tmp_path: Path) -> None:

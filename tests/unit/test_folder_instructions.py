@@ -9,12 +9,17 @@ from typing import Any
 
 import pytest
 
-from soong_agent.application.instructions import FolderInstructions, call_path, folders_of
+from soong_agent.application.instructions import (
+    SKIPPED_KIND,
+    FolderInstructions,
+    call_path,
+    folders_of,
+)
 from soong_agent.domain.config.schema import ContextConfig
 from soong_agent.domain.prompt import fit_instructions, instructions_section, truncation_marker
-from soong_agent.ports.events import InstructionsLoaded, RunEvent
+from soong_agent.ports.events import ErrorEvent, InstructionsLoaded, RunEvent
 from soong_agent.ports.messages import Message, ToolCallBlock, ToolResultBlock
-from soong_agent.ports.prompt import InstructionDoc
+from soong_agent.ports.prompt import InstructionDoc, SkippedInstruction
 from soong_agent.testing import (
     InMemoryFileSystem,
     ScriptedModel,
@@ -151,6 +156,51 @@ async def test_a_folder_outside_the_project_or_the_root_itself_loads_nothing() -
     assert isinstance(source, StaticContextSource)
     assert source.reads == ["top.py"]  # the file itself, in case it is a folder
     assert loaded(events) == []
+
+
+def warnings(events: list[RunEvent]) -> list[str]:
+    return [
+        e.message
+        for e in events
+        if isinstance(e, ErrorEvent) and e.kind == SKIPPED_KIND and not e.fatal
+    ]
+
+
+async def test_a_skipped_file_is_warned_of_once_per_run_and_the_rest_is_read() -> None:
+    source = StaticContextSource(
+        [InstructionDoc("${SOONG_AGENT_HOME}/AGENTS.md", HOME)],
+        folders={"pkg": {"AGENTS.md": PKG}, "other": {"CLAUDE.md": OTHER}},
+        skipped=[
+            SkippedInstruction("<project>/CLAUDE.md", "a link to ~/.ssh/id_rsa"),
+            SkippedInstruction("<project>/pkg/CLAUDE.md", "a link to .env", "pkg"),
+            SkippedInstruction("<project>/empty/AGENTS.md", "outside the project", "empty"),
+        ],
+    )
+    h = Harness(
+        ScriptedModel(
+            [
+                call("read_file", path="pkg/x.py"),
+                call("read_file", path="empty/a.txt"),
+                call("read_file", path="empty/a.txt"),  # looked at again: no second warning
+                ScriptedResponse.text("done"),
+                ScriptedResponse.text("again"),
+            ]
+        ),
+        fs=InMemoryFileSystem({**FILES, "empty/a.txt": "a\n"}),
+        context=source,
+    )
+    result, events = await run_all(h)
+    assert result.status == "completed"
+    assert warnings(events) == [
+        "<project>/CLAUDE.md was left out of the instructions: a link to ~/.ssh/id_rsa",
+        "<project>/pkg/CLAUDE.md was left out of the instructions: a link to .env",
+        "<project>/empty/AGENTS.md was left out of the instructions: outside the project",
+    ]
+    first_turn = [e for e in events if isinstance(e, ErrorEvent)]
+    assert first_turn[0].seq < next(e.seq for e in events if isinstance(e, InstructionsLoaded))
+    assert HOME in system_of(h, 0) and PKG in system_of(h, 1)  # the rest, as usual
+    _, again = await run_all(h, "more", session_id=result.session_id)
+    assert warnings(again) == warnings(events)  # a resumed run replays the folders: told again
 
 
 async def test_the_chain_is_cut_to_the_budget_least_specific_first() -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import get_args
 
 from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview
-from soong_agent.ports.prompt import EnvironmentInfo, InstructionDoc
+from soong_agent.ports.prompt import EnvironmentInfo, InstructionDoc, SkippedInstruction
 
 _DECISIONS: tuple[Decision, ...] = get_args(Decision)
 
@@ -103,9 +103,13 @@ class StaticContextSource:
     `CLAUDE.md` before `AGENTS.md`, labelled ``<project>/<folder>/<name>``. `reads` lists the
     folders asked for, in order.
 
+    `skipped`: the project files the real source would leave out (a link out of the project,
+    a sensitive path), each reported by `skipped` once its folder (None: the project's own
+    files) has been read, as the real source reports them.
+
     Like the real source, which skips empty files, it never returns a doc without text: one
     given here is refused (ValueError), and so are other file names and folders that are not a
-    clean relative path.
+    clean relative path, and a skipped file that is also given as a doc.
     """
 
     def __init__(
@@ -114,6 +118,7 @@ class StaticContextSource:
         env: EnvironmentInfo | None = None,
         *,
         folders: Mapping[str, Mapping[str, str]] | None = None,
+        skipped: Iterable[SkippedInstruction] = (),
     ) -> None:
         self._docs = list(docs)
         for doc in self._docs:
@@ -136,14 +141,30 @@ class StaticContextSource:
                     raise ValueError(f"instruction doc {folder}/{name} has no text")
                 found.append(InstructionDoc(f"<project>/{folder}/{name}", files[name], folder))
             self._folders[folder] = found
+        self._skipped: dict[str | None, list[SkippedInstruction]] = {}
+        given = {d.source for d in self._docs} | {
+            d.source for docs in self._folders.values() for d in docs
+        }
+        for skip in skipped:
+            if skip.source in given:
+                raise ValueError(f"{skip.source!r} is given both as a doc and as skipped")
+            if not skip.reason.strip():
+                raise ValueError(f"skipped {skip.source!r} has no reason")
+            self._skipped.setdefault(skip.folder, []).append(skip)
+        self._read: set[str | None] = set()
         self.reads: list[str] = []
 
     def instructions(self) -> list[InstructionDoc]:
+        self._read.add(None)
         return list(self._docs)
 
     def folder_instructions(self, folder: str) -> list[InstructionDoc]:
         self.reads.append(folder)
+        self._read.add(folder)
         return list(self._folders.get(folder, ()))
+
+    def skipped(self, folder: str | None = None) -> list[SkippedInstruction]:
+        return list(self._skipped.get(folder, ())) if folder in self._read else []
 
     def environment(self) -> EnvironmentInfo:
         return self._env

@@ -10,6 +10,10 @@ Readers take no lock: a line being written shows up as a torn last line and is i
 it is whole. What a process has read is cached by file identity and length, so a call costs
 the new lines only; the cache trusts that nobody rewrites an inbox in place (a hand edit is a
 new file: a new inode).
+
+The folders are opened without following a symbolic link (`StateDir`): a project that ships
+``.soong-agent/teams`` as a link to a folder elsewhere gets `SandboxViolation` naming it, and
+no mail is read or written there; an inbox file that is a link is never opened either.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from soong_agent.adapters.durable_files import fsync_dir, write_all
+from soong_agent.adapters.durable_files import write_all
+from soong_agent.adapters.state_dirs import StateDir
 from soong_agent.ports.mailbox import (
     INBOX_SUFFIX,
     Mail,
@@ -55,10 +60,18 @@ class _View(NamedTuple):
 
 
 class FileMailbox:
-    """Every team inbox under `root` (created on the first send)."""
+    """Every team inbox under `root` (created on the first send).
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    `project`: the project folder; when `root` lies inside it, every folder from the project
+    down is opened without following a link. Without it, the same holds from the folder that
+    holds the path's ``.soong-agent`` folder (see `StateDir`).
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str], *, project: str | os.PathLike[str] | None = None
+    ) -> None:
         self._root = Path(root)
+        self._dir = StateDir(root, what="its team mailboxes", project=project)
         self._cache: dict[Path, _Cached] = {}
         self._locks: dict[Path, threading.Lock] = {}
         self._locks_lock = threading.Lock()
@@ -75,27 +88,28 @@ class FileMailbox:
     def send(self, team: str, mail: Mail) -> Mail:
         check_mail(team, mail)
         path = self.path(team, mail.to)
-        created = not path.parent.is_dir()
-        path.parent.mkdir(parents=True, exist_ok=True)
         flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         with self._lock(path):
-            fd = os.open(path, flags, 0o644)
+            folder = self._dir.open(team, create=True)
+            assert folder is not None  # made when missing
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                inbox = self._refresh(fd, path, cut_torn=True)
-                stored = numbered(mail, inbox)
-                line = encode_line(stored)
-                write_all(fd, line)
-                os.fsync(fd)
-                inbox.add(stored)
-                inbox.valid_bytes += len(line)
-                inbox.lines += 1
+                fd = os.open(path.name, flags, 0o644, dir_fd=folder)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    inbox = self._refresh(fd, path, cut_torn=True)
+                    stored = numbered(mail, inbox)
+                    line = encode_line(stored)
+                    write_all(fd, line)
+                    os.fsync(fd)
+                    inbox.add(stored)
+                    inbox.valid_bytes += len(line)
+                    inbox.lines += 1
+                finally:
+                    os.close(fd)  # releases the lock
+                if inbox.lines == 1:  # a new file: its entry made durable
+                    os.fsync(folder)
             finally:
-                os.close(fd)  # releases the lock
-        if created:
-            fsync_dir(path.parent.parent)
-        if inbox.lines == 1:
-            fsync_dir(path.parent)
+                os.close(folder)
         return stored
 
     def unread(self, team: str, member: str) -> list[Mail]:
@@ -106,9 +120,8 @@ class FileMailbox:
         path = self.path(team, member)
         flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         with self._lock(path):
-            try:
-                fd = os.open(path, flags)
-            except FileNotFoundError:
+            fd = self._open_inbox(team, path.name, flags)
+            if fd is None:
                 return  # no inbox, no mail to mark
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -132,17 +145,18 @@ class FileMailbox:
         problem = team_problem(team)
         if problem is not None:
             raise MailRefused(problem)
-        folder = self._root / team
-        if not folder.is_dir() or folder.is_symlink():
+        folder = self._dir.open(team, create=False)
+        if folder is None:
             return []
+        try:
+            with os.scandir(folder) as entries:
+                files = [e.name for e in entries if e.is_file(follow_symlinks=False)]
+        finally:
+            os.close(folder)
         names = []
-        for entry in folder.iterdir():
-            name = entry.name[: -len(INBOX_SUFFIX)]
-            if (
-                entry.name.endswith(INBOX_SUFFIX)
-                and member_problem(name) is None
-                and not entry.is_symlink()
-            ):
+        for file in files:
+            name = file[: -len(INBOX_SUFFIX)]
+            if file.endswith(INBOX_SUFFIX) and member_problem(name) is None:
                 names.append(name)
         return sorted(names)
 
@@ -155,9 +169,8 @@ class FileMailbox:
         """A copy of the inbox as on disk now (empty when there is none); no file lock."""
         path = self.path(team, member)
         with self._lock(path):
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except FileNotFoundError:
+            fd = self._open_inbox(team, path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            if fd is None:
                 return _View([], 0, [])
             try:
                 inbox = self._refresh(fd, path, cut_torn=False)
@@ -165,6 +178,19 @@ class FileMailbox:
                 os.close(fd)
             torn = [f"line {inbox.lines + 1}: torn last line ignored"] if inbox.torn else []
             return _View(list(inbox.mails), inbox.read_upto, [*inbox.problems, *torn])
+
+    def _open_inbox(self, team: str, name: str, flags: int) -> int | None:
+        """The existing inbox file `name` of `team`, opened with `flags` (never through a
+        link); None when there is none."""
+        folder = self._dir.open(team, create=False)
+        if folder is None:
+            return None
+        try:
+            return os.open(name, flags, dir_fd=folder)
+        except FileNotFoundError:
+            return None
+        finally:
+            os.close(folder)
 
     def _refresh(self, fd: int, path: Path, *, cut_torn: bool) -> ParsedInbox:
         """The inbox as on disk now (the path's thread lock held): the cached prefix, then what

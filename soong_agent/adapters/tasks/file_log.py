@@ -10,6 +10,10 @@ refuses every append (TaskLogCorrupt), since the log no longer folds.
 What a process has folded is cached by file identity and length, so appending costs the new
 lines, not the whole log. The cache trusts that nobody rewrites the log in place (a log edited
 by hand is replaced: a new inode).
+
+The folders are opened without following a symbolic link (`StateDir`): a project that ships
+``.soong-agent/tasks`` as a link to a folder elsewhere gets `SandboxViolation` naming it, and
+nothing is read or written there; a log file that is a link is never opened either.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from soong_agent.adapters.durable_files import fsync_dir, read_all, write_all
+from soong_agent.adapters.durable_files import read_all, write_all
+from soong_agent.adapters.state_dirs import StateDir, open_listed
 from soong_agent.domain.tasks.names import WAL_SUFFIX, name_problem, session_problem
 from soong_agent.domain.tasks.state import TaskState, check, fold_into
 from soong_agent.domain.tasks.wal import encode, parse
@@ -48,10 +53,18 @@ class _Folded:
 
 
 class FileTaskLog:
-    """Every task WAL under `wal_dir` (created on first append)."""
+    """Every task WAL under `wal_dir` (created on first append).
 
-    def __init__(self, wal_dir: str | os.PathLike[str]) -> None:
+    `project`: the project folder; when `wal_dir` lies inside it, every folder from the project
+    down is opened without following a link. Without it, the same holds from the folder that
+    holds the path's ``.soong-agent`` folder (see `StateDir`).
+    """
+
+    def __init__(
+        self, wal_dir: str | os.PathLike[str], *, project: str | os.PathLike[str] | None = None
+    ) -> None:
         self._root = Path(wal_dir)
+        self._dir = StateDir(wal_dir, what="its task logs", project=project)
         self._cache: dict[Path, _Folded] = {}
         self._cache_lock = threading.Lock()
 
@@ -72,10 +85,15 @@ class FileTaskLog:
 
     def read(self, session_id: str, name: str) -> WalRead:
         path = self.path(session_id, name)
+        folder = self._dir.open(session_id, create=False)
+        if folder is None:
+            return WalRead([], [])
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
         except FileNotFoundError:
             return WalRead([], [])
+        finally:
+            os.close(folder)
         try:
             data = read_all(fd)
         finally:
@@ -86,49 +104,62 @@ class FileTaskLog:
     def append(self, session_id: str, name: str, record: TaskRecord) -> TaskRecord:
         path = self.path(session_id, name)
         ref = f"{session_id}/{name}"
-        created = not path.parent.is_dir()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(path, flags, 0o644)
+        folder = self._dir.open(session_id, create=True)
+        assert folder is not None  # made when missing
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            state = self._fold_locked(fd, path, ref)
-            stored = record.model_copy(update={"seq": state.state.last_seq + 1})
-            reason = check(state.state, stored, stored.at)
-            if reason is not None:
-                raise TaskTransitionRefused(reason)
-            line = encode(stored)
-            write_all(fd, line)
-            os.fsync(fd)
-            with self._cache_lock:
-                fold_into(state.state, [stored], first_line=state.lines + 1)
-                state.length += len(line)
-                state.lines += 1
-                self._cache[path] = state
+            flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(path.name, flags, 0o644, dir_fd=folder)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                state = self._fold_locked(fd, path, ref)
+                stored = record.model_copy(update={"seq": state.state.last_seq + 1})
+                reason = check(state.state, stored, stored.at)
+                if reason is not None:
+                    raise TaskTransitionRefused(reason)
+                line = encode(stored)
+                write_all(fd, line)
+                os.fsync(fd)
+                with self._cache_lock:
+                    fold_into(state.state, [stored], first_line=state.lines + 1)
+                    state.length += len(line)
+                    state.lines += 1
+                    self._cache[path] = state
+            finally:
+                os.close(fd)  # releases the lock
+            if state.lines == 1:  # a new file: its entry made durable
+                os.fsync(folder)
         finally:
-            os.close(fd)  # releases the lock
-        if created:
-            fsync_dir(path.parent.parent)
-        if state.lines == 1:
-            fsync_dir(path.parent)
+            os.close(folder)
         return stored
 
     def list(self, session_id: str | None = None) -> builtins.list[TaskRef]:
         if session_id is not None and session_problem(session_id) is not None:
             return []
-        if not self._root.is_dir():
+        root = self._dir.open(create=False)
+        if root is None:
             return []
-        sessions = [self._root / session_id] if session_id else sorted(self._root.iterdir())
         refs: builtins.list[TaskRef] = []
-        for folder in sessions:
-            if not folder.is_dir() or folder.is_symlink():
-                continue
-            for entry in sorted(folder.iterdir()):
-                if not entry.name.endswith(WAL_SUFFIX) or entry.is_symlink():
+        try:
+            if session_id is not None:
+                sessions = [session_id]
+            else:
+                with os.scandir(root) as entries:
+                    sessions = sorted(e.name for e in entries if session_problem(e.name) is None)
+            for session in sessions:
+                folder = open_listed(root, session)  # a link or a file: no logs there
+                if folder is None:
                     continue
-                name = entry.name[: -len(WAL_SUFFIX)]
-                if name_problem(name) is None and session_problem(folder.name) is None:
-                    refs.append(TaskRef(folder.name, name))
+                try:
+                    with os.scandir(folder) as entries:
+                        files = sorted(e.name for e in entries if e.is_file(follow_symlinks=False))
+                finally:
+                    os.close(folder)
+                for file in files:
+                    name = file[: -len(WAL_SUFFIX)]
+                    if file.endswith(WAL_SUFFIX) and name_problem(name) is None:
+                        refs.append(TaskRef(session, name))
+        finally:
+            os.close(root)
         return refs
 
     def _fold_locked(self, fd: int, path: Path, ref: str) -> _Folded:

@@ -27,6 +27,12 @@ the base: the member's index and files are left as they are.
 Operations that change a repository are serialised by a lock of this object; two processes
 working on one project's worktrees at once are not coordinated (git's own locks refuse the
 second writer).
+
+No worktree leaves the project (TEAM-4): ``.soong-agent`` and ``.soong-agent/worktrees`` must be
+real folders (made without following a link, `StateDir`), a member's folder must not be a link,
+and a worktree git registered anywhere but at its own path below them is neither found nor kept
+(one that a link swapped in during the checkout sent elsewhere is removed again). A link there
+is refused with `WorktreeError` naming it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from __future__ import annotations
 import builtins
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import threading
@@ -41,6 +48,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from soong_agent.adapters.state_dirs import StateDir, link_refused
+from soong_agent.ports.errors import SandboxViolation
 from soong_agent.ports.worktrees import (
     BRANCH_PREFIX,
     WORKTREES_DIR,
@@ -52,6 +61,7 @@ from soong_agent.ports.worktrees import (
     team_problem,
 )
 
+_WHAT = "member worktrees"
 AUTHOR_NAME = "soong-agent"
 AUTHOR_EMAIL = "soong-agent@localhost"
 _BASE_KEY = "soongbase"
@@ -128,6 +138,7 @@ class GitWorktrees:
         base_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C"})
         self._env = base_env
         self._lock = threading.RLock()
+        self._dir = StateDir(self.root, what=_WHAT, project=self._project)
 
     @property
     def project(self) -> Path:
@@ -171,7 +182,7 @@ class GitWorktrees:
                         f"{existing.branch or 'detached HEAD'}, not {branch}"
                     )
                 return self._worktree(member, existing)
-            self._prepare_root()
+            self._prepare_root(member)
             self._run(["worktree", "prune"])
             if path.exists() and any(path.iterdir()):
                 raise WorktreeError(
@@ -187,6 +198,7 @@ class GitWorktrees:
                     ["worktree", "add", "-b", branch, str(path), base], f"member {member!r}"
                 )
                 self._check(["config", f"branch.{branch}.{_BASE_KEY}", base], "config")
+            self._keep_inside(member, path)
             listed = self._find(member)
             if listed is None:  # pragma: no cover - git said it worked
                 raise WorktreeError(f"member {member!r}: git did not register {path}")
@@ -202,7 +214,7 @@ class GitWorktrees:
     def list(self) -> builtins.list[Worktree]:
         if not self.available():
             return []
-        root = os.path.realpath(self.root)
+        root = str(self.root)  # real when its folders are (a worktree through a link is not ours)
         found: builtins.list[Worktree] = []
         for entry in self._listed():
             parent, member = os.path.split(entry.path)
@@ -352,12 +364,44 @@ class GitWorktrees:
             )
         return self._worktree(member, listed)
 
-    def _prepare_root(self) -> None:
-        root = self.root
-        root.mkdir(parents=True, exist_ok=True)
-        ignore = root / ".gitignore"
-        if not ignore.is_file():
-            ignore.write_text(_IGNORE, encoding="utf-8")
+    def _prepare_root(self, member: str) -> None:
+        """The worktrees folder made (its folders real, never a link) with its ``.gitignore``;
+        WorktreeError when a link stands in the way, the member's own folder included."""
+        try:
+            folder = self._dir.open(create=True)
+        except SandboxViolation as exc:
+            raise WorktreeError(f"member {member!r}: {exc}") from exc
+        assert folder is not None  # made when missing
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(".gitignore", flags, 0o644, dir_fd=folder)
+            except FileExistsError:
+                pass  # written before (or a link: never written through)
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8") as ignore:
+                    ignore.write(_IGNORE)
+            try:
+                info = os.stat(member, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:
+                return
+        finally:
+            os.close(folder)
+        if stat.S_ISLNK(info.st_mode):
+            raise WorktreeError(f"member {member!r}: {link_refused(self.root / member, _WHAT)}")
+
+    def _keep_inside(self, member: str, path: Path) -> None:
+        """WorktreeError, and the worktree removed again, when git checked it out anywhere but
+        at `path` (a link swapped in since `_prepare_root` looked)."""
+        real = os.path.realpath(path)
+        if real == str(path):
+            return
+        self._run(["worktree", "remove", "--force", "--force", real])
+        self._run(["worktree", "prune"])
+        raise WorktreeError(
+            f"member {member!r}: the worktree went to {real}, not {path} (a symbolic link on "
+            "the way); it was removed again"
+        )
 
     def _listed(self) -> builtins.list[_Listed]:
         out = self._check(["worktree", "list", "--porcelain"], "worktree list").out
@@ -382,7 +426,7 @@ class GitWorktrees:
     def _find(self, member: str) -> _Listed | None:
         """The registered worktree of `member` whose folder exists (one removed by hand is
         pruned by `create`, which checks its branch out again)."""
-        want = os.path.realpath(self.root / member)
+        want = str(self.root / member)  # real when its folders are (`_prepare_root`)
         for entry in self._listed():
             if entry.path == want and os.path.isdir(entry.path):
                 return entry

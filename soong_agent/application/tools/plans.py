@@ -14,6 +14,13 @@ can claim a plan by writing one). Writing over an existing plan that another ses
 or that has no marker (a person wrote it) — is refused as ``path_conflict`` unless the call
 says ``overwrite=true``. Every read and write goes through the `FileSystem` port, so the sandbox
 checks a plan like any other file (a `plan.default_dir` outside the write roots is refused).
+
+Inside the project no plan goes through a symbolic link: when the plans folder lies in the
+project, a link on its way from the project (``.soong-agent`` or ``.soong-agent/plans`` shipped
+as a link by the repository) or a plan file that is a link is refused with `SandboxViolation`
+naming it. Else a plan write could land wherever the link points — a source file of the project
+in plan mode, which writes nothing else (PLAN-2). A `plan.default_dir` the user set outside the
+project is their own folder and taken as it is.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from pydantic import Field, field_validator
 
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from soong_agent.domain.config.schema import PlanConfig
-from soong_agent.ports.errors import ConfigError
+from soong_agent.domain.permissions.targets import is_within, relative_parts
+from soong_agent.ports.errors import ConfigError, SandboxViolation
 
 __all__ = [
     "PLAN_NAME_RULE",
@@ -117,8 +125,25 @@ class PlanStore:
         """The file of the plan `name` (a checked name)."""
         return posixpath.join(self.directory, check_plan_name(name) + ".md")
 
+    def check_links(self, path: str, ctx: ToolContext) -> None:
+        """SandboxViolation naming the link when `path` (the plans folder or a plan file) lies
+        in the project and it, or a folder on its way from the project, is a symbolic link."""
+        fs = ctx.fs
+        facts = fs.path_facts(path)
+        if facts.resolved == facts.lexical or not is_within(facts.lexical, fs.root):
+            return  # no link on the way, or not the project's
+        parts = relative_parts(facts.lexical, fs.root)
+        for end in range(1, len(parts) + 1):
+            step = fs.path_facts(posixpath.join(fs.root, *parts[:end]))
+            if step.resolved != step.lexical:
+                raise SandboxViolation(
+                    f"{fs.display_path(step.lexical)} is a symbolic link; soong-agent keeps "
+                    "its plans only in real folders and files inside the project: remove the link"
+                )
+
     async def load(self, name: str, ctx: ToolContext) -> PlanFile | None:
         """The plan `name`, or None when there is no such file."""
+        self.check_links(self.path(name), ctx)
         try:
             data = await ctx.fs.read_bytes(self.path(name))
         except FileNotFoundError:
@@ -128,6 +153,7 @@ class PlanStore:
     async def names(self, ctx: ToolContext) -> tuple[list[str], bool]:
         """The plans' names, sorted, and whether the list was cut; none when the folder does
         not exist yet."""
+        self.check_links(self.directory, ctx)
         try:
             entries, cut = await ctx.fs.list_dir(self.directory, limit=MAX_PLANS_LISTED)
         except FileNotFoundError:
@@ -191,6 +217,11 @@ class PlanStore:
             return ToolOutput(f"No plans yet in {shown}.")
         lines = [f"Plans in {shown}:"]
         for name in names:
+            try:
+                self.check_links(self.path(name), ctx)
+            except SandboxViolation:
+                lines.append(f"- {name}: [a symbolic link: not read]")
+                continue
             data = await ctx.fs.read_bytes(self.path(name), max_bytes=HEAD_BYTES)
             plan = PlanFile(data.decode("utf-8", errors="replace"))
             title = next((line.strip() for line in plan.body.splitlines() if line.strip()), "")
