@@ -21,9 +21,6 @@ from soong_agent.domain.hooks import HOOK_TYPES
 from soong_agent.ports.approval import Decision
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
 
-NOT_YET = {"config_change"} & set(HOOK_TYPES)
-"""Types no fire point exists for (config.toml is read once, at start). `config_change` is
-being removed from the hook types; while it is still listed, nothing can fire it."""
 ONLY_IN_PARENTS = {"subagent_stop"}
 """Fired in the run whose child ended, never by a run without children."""
 
@@ -112,7 +109,7 @@ async def test_every_hook_type_fires_at_the_root_through_the_sdk(tmp_path: Path)
     assert (project / "a.txt").exists() and not (project / "b.txt").exists()
 
     fired = fired_in(log)
-    assert {f["hook"] for f in fired} == set(HOOK_TYPES) - NOT_YET - ONLY_IN_PARENTS
+    assert {f["hook"] for f in fired} == set(HOOK_TYPES) - ONLY_IN_PARENTS
     assert {(f["session"], f["run"], f["depth"], f["agent"]) for f in fired} == {
         (result.session_id, result.run_id, 0, "root")
     }
@@ -163,7 +160,7 @@ async def test_every_hook_type_fires_in_a_sub_agent_and_subagent_stop_in_its_par
 ) -> None:
     in_parent, in_child, ids = await walk_in_a_sub_agent(tmp_path)
 
-    assert {f["hook"] for f in in_child} == set(HOOK_TYPES) - NOT_YET - ONLY_IN_PARENTS
+    assert {f["hook"] for f in in_child} == set(HOOK_TYPES) - ONLY_IN_PARENTS
     assert {(f["session"], f["depth"], f["agent"]) for f in in_child} == {
         (ids["child_session"], 1, "walker")
     }
