@@ -86,21 +86,9 @@ async def continuation_refusal(world: tuple[Path, Path]) -> tuple[Message, str]:
     return prompt, str(refused.value)
 
 
-async def test_a_branch_from_a_continuation_prompt_is_refused(world: tuple[Path, Path]) -> None:
-    prompt, said = await continuation_refusal(world)
-    assert prompt.id in said and "a branch starts from a user message" in said
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "RunService._history refuses a user message of another kind than normal with "
-        "'message X is a user message; a branch starts from a user message': it names the "
-        "role, not the kind that makes it unfit"
-    ),
-)
-async def test_the_refusal_of_a_continuation_prompt_says_what_it_is(
+async def test_a_branch_from_a_continuation_prompt_is_refused_saying_what_it_is(
     world: tuple[Path, Path],
 ) -> None:
-    _, said = await continuation_refusal(world)
+    prompt, said = await continuation_refusal(world)
+    assert prompt.id in said and "a branch starts from a user message" in said
     assert "continuation" in said and "is a user message;" not in said
