@@ -157,9 +157,11 @@ class RunService:
             raise UsageError(f"session {session_id} has no message {from_message!r}")
         target = path[-1]
         if target.role != "user" or target.kind != "normal":
+            what = target.role if target.kind == "normal" else f"{target.kind} ({target.role})"
+            article = "an" if what[0] in "aeiou" else "a"
             raise UsageError(
-                f"message {from_message} is a {target.role} message; a branch starts from a "
-                'user message (context.allow_branch_from = "user_message")'
+                f"message {from_message} is {article} {what} message, not one the user wrote; a "
+                'branch starts from a user message (context.allow_branch_from = "user_message")'
             )
         return session, path[:-1]
 
