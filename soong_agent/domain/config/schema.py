@@ -1,4 +1,4 @@
-"""The `config.toml` schema (CFG-5): twelve sections, unknown keys rejected, seed defaults."""
+"""The `config.toml` schema (CFG-5): thirteen sections, unknown keys rejected, seed defaults."""
 
 from __future__ import annotations
 
