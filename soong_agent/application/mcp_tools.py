@@ -183,7 +183,7 @@ class McpTools:
             try:
                 result = await hub.call_tool(server, tool, arguments, timeout_s=timeout_ms / 1000)
             except McpError as exc:
-                return ToolOutput(f"MCP server {server!r}: {exc}", is_error=True)
+                return ToolOutput(_failed(server, exc), is_error=True)
             return ToolOutput(result_text(result), is_error=result.is_error)
 
         def describe(args: BaseModel, ctx: ToolContext) -> tuple[str, str]:
@@ -208,7 +208,7 @@ class McpTools:
             try:
                 found = await hub.list_resources(server, timeout_s=timeout_s)
             except McpError as exc:
-                return ToolOutput(f"MCP server {server!r}: {exc}", is_error=True)
+                return ToolOutput(_failed(server, exc), is_error=True)
             if not found:
                 return ToolOutput("no resources")
             lines = [
@@ -224,7 +224,7 @@ class McpTools:
             try:
                 result = await hub.read_resource(server, args.uri, timeout_s=timeout_s)
             except McpError as exc:
-                return ToolOutput(f"MCP server {server!r}: {exc}", is_error=True)
+                return ToolOutput(_failed(server, exc), is_error=True)
             return ToolOutput(result_text(result), is_error=result.is_error)
 
         return [
@@ -283,6 +283,15 @@ def _views(specs: list[ToolSpec], hidden: frozenset[str]) -> tuple[list[ToolSpec
         _VIEWS.clear()
     _VIEWS[key] = (specs, catalogue, request)
     return catalogue, request
+
+
+def _failed(server: str, exc: Exception) -> str:
+    """An MCP failure as the model reads it: naming the server once."""
+    text = str(exc)
+    named = f"mcp server {server!r}"
+    if text.lower().startswith(named):
+        return f"MCP server {server!r}{text[len(named) :]}"
+    return f"MCP server {server!r}: {text}"
 
 
 class RunTools:

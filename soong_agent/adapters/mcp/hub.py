@@ -78,10 +78,26 @@ class _ParseErrorFilter(logging.Filter):
         return record.msg != "Failed to parse JSONRPC message from server"
 
 
+class _TransportFailureFilter(logging.Filter):
+    """Drops the SDK's report of a failed HTTP or SSE transport (an error with a traceback
+    the user never asked for): the hub reports the failure itself, once, as the server's
+    health and a one-line warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR
+
+
+_HTTP_CLIENT_LOGGERS = ("mcp.client.sse", "mcp.client.streamable_http")
+
+
 def _install_parse_error_filter() -> None:
     sdk_logger = logging.getLogger("mcp.client.stdio")
     if not any(isinstance(item, _ParseErrorFilter) for item in sdk_logger.filters):
         sdk_logger.addFilter(_ParseErrorFilter())
+    for name in _HTTP_CLIENT_LOGGERS:
+        http_logger = logging.getLogger(name)
+        if not any(isinstance(item, _TransportFailureFilter) for item in http_logger.filters):
+            http_logger.addFilter(_TransportFailureFilter())
 
 
 CALL_GRACE_S = 2.0
@@ -330,7 +346,8 @@ class SdkMcpHub:
             if restarts > policy.max_attempts:
                 self._fail(
                     srv,
-                    f"gave up after {policy.max_attempts} restarts: {detail}",
+                    f"gave up after {policy.max_attempts} "
+                    f"restart{'' if policy.max_attempts == 1 else 's'}: {detail}",
                     exit_code=end.exit_code,
                     stderr_tail=tail,
                 )

@@ -85,7 +85,8 @@ def mcp_line(event: McpServerEvent) -> str | None:
             return f"{name}: FAILED: {_first_line(event.detail, 160)}"
         case "crashed":
             last = f"; {_first_line(event.stderr_tail[-1])}" if event.stderr_tail else ""
-            return f"{name}: crashed (exit {event.exit_code}){last}"
+            how = f" (exit {event.exit_code})" if event.exit_code is not None else ""
+            return f"{name}: crashed{how}{last}"
         case "restarting":
             return f"{name}: restarting in {event.backoff_s or 0:.1f} s (attempt {event.attempt})"
         case _:
