@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -56,9 +57,16 @@ class AgentSetups:
 
     def definition(self, agent_id: str, *, flag: str = "") -> AgentDefinition:
         """The definition `agent_id`; UsageError listing the known ids for an unknown one
-        (`flag` prefixes the message, e.g. ``--agent: ``)."""
+        (`flag` prefixes the message, e.g. ``--agent: ``), and UsageError saying why when the
+        home's file of that name was refused (a broken file, or one that takes a shipped
+        preset's id: the user meant theirs, not the preset)."""
         from soong_agent.domain.agents import unknown_agent_message
 
+        refused = next(
+            (w for w in self.source.warnings() if f"{os.sep}{agent_id}.md: " in w), None
+        )
+        if refused is not None:
+            raise UsageError(f"{flag}{refused}")
         definition = self.source.get(agent_id)
         if definition is None:
             known = [d.id for d in self.source.definitions()]

@@ -17,7 +17,11 @@ from soong_agent.entrypoints.di import containers, providers
 def _context_source(loaded: object) -> object:
     from soong_agent.adapters.system.context_source import FileContextSource
 
-    return FileContextSource(home=loaded.home, project=loaded.project)  # type: ignore[attr-defined]
+    return FileContextSource(
+        home=loaded.home,  # type: ignore[attr-defined]
+        project=loaded.project,  # type: ignore[attr-defined]
+        sensitive=list(loaded.config.tools.sensitive_paths),  # type: ignore[attr-defined]
+    )
 
 
 def _todo_board() -> Any:

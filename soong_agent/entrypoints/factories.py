@@ -301,15 +301,26 @@ def active_plan_reader(loaded: LoadedConfig) -> Callable[[str], str]:
     from soong_agent.application.tools.plans import PlanFile
 
     folder = Path(loaded.config.plan.default_dir)
+    # a plans folder inside the project is read only where it really is (no link of the
+    # project's leads this read elsewhere); one the user put outside is theirs, as it is
+    in_project = folder.is_relative_to(loaded.project)
 
     def read(session_id: str) -> str:
         try:
-            files = sorted(folder.glob("*.md"), key=lambda p: p.stat().st_mtime, reverse=True)
+            if in_project and os.path.realpath(folder) != os.fspath(folder):
+                return ""
+            files = sorted(
+                (p for p in folder.glob("*.md") if not p.is_symlink()),
+                key=lambda p: p.lstat().st_mtime,
+                reverse=True,
+            )
         except OSError:
             return ""
         for path in files:
             try:
-                text = path.read_text(encoding="utf-8")
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+                with os.fdopen(fd, "rb") as file:
+                    text = file.read().decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
             plan = PlanFile(text)
@@ -333,7 +344,7 @@ def task_board_reader(loaded: LoadedConfig) -> Callable[[str], str]:
     from soong_agent.application.tools.tasks import task_board_text
 
     task = loaded.config.task
-    log, clock = FileTaskLog(task.wal_dir), SystemClock()
+    log, clock = FileTaskLog(task.wal_dir, project=loaded.project), SystemClock()
     folder = os.fspath(task.wal_dir)
 
     def read(session_id: str) -> str:
@@ -358,7 +369,8 @@ def _task_tools(loaded: LoadedConfig) -> list[Tool]:
     from soong_agent.application.tools.tasks import task_tools
 
     task = loaded.config.task
-    return task_tools(FileTaskLog(task.wal_dir), SystemClock(), task.step_lease_timeout_ms)
+    log = FileTaskLog(task.wal_dir, project=loaded.project)
+    return task_tools(log, SystemClock(), task.step_lease_timeout_ms)
 
 
 def _plan_tools(
@@ -716,7 +728,6 @@ def child_runs(loaded: LoadedConfig, setups: AgentSetups) -> ChildRuns:
         timeout_s=agents.default_child_timeout_ms / 1000,
         cancel_timeout_s=agents.child_cancel_timeout_ms / 1000,
         default_sub_agent=agents.default_sub_agent_definition,
-        default_fork_agent=agents.default_fork_agent_definition,
     )
     return ChildRuns(setups.child, limits, pools=[p for p in pools if p.workers])
 
@@ -813,8 +824,8 @@ def team_service(
     agents = config.agents
     service = TeamService(
         store=assembler.ports.store,
-        mailbox=FileMailbox(project / ".soong-agent" / "teams"),
-        tasks=FileTaskLog(config.task.wal_dir),
+        mailbox=FileMailbox(project / ".soong-agent" / "teams", project=project),
+        tasks=FileTaskLog(config.task.wal_dir, project=project),
         clock=SystemClock(),
         ids=assembler.ports.ids,
         setup=setup,

@@ -37,3 +37,27 @@ def test_the_latest_plan_of_the_session_is_carried_over(tmp_path: Path) -> None:
     assert "- step 59" not in text and "more lines in the file" in text
     assert "Not ours" not in text and "Old plan" not in text
     assert read("ses_c") == ""
+
+
+def test_a_plan_reached_through_a_link_of_the_project_is_never_carried_over(
+    tmp_path: Path,
+) -> None:
+    """A repository that ships its plans folder, or a plan file, as a link to somewhere else
+    (a file that carries the session's marker by design) gets nothing read through it."""
+    home, project, elsewhere = tmp_path / "home", tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    write_minimal_config(home)
+    loaded = load(project, home)
+    plan(elsewhere, "outside", "ses_a", "# From outside the project", 2_000)
+    (project / ".soong-agent").mkdir()
+    Path(loaded.config.plan.default_dir).symlink_to(elsewhere)  # the whole folder a link
+    assert active_plan_reader(loaded)("ses_a") == ""
+
+    Path(loaded.config.plan.default_dir).unlink()
+    folder = Path(loaded.config.plan.default_dir)
+    folder.mkdir()
+    (folder / "linked.md").symlink_to(elsewhere / "outside.md")  # one file a link
+    assert active_plan_reader(loaded)("ses_a") == ""
+    plan(folder, "real", "ses_a", "# The real one", 1_000)
+    assert "The real one" in active_plan_reader(loaded)("ses_a")

@@ -105,6 +105,21 @@ async def test_a_link_to_an_ordinary_file_of_the_project_is_read(world: World) -
     assert skip_warnings(world) == []
 
 
+async def test_the_runtime_hands_the_configured_sensitive_paths_to_the_instruction_reader(
+    world: World,
+) -> None:
+    """`tools.sensitive_paths` from config.toml decides for instruction files as it does for
+    the file tools: a project file the user marked sensitive never reaches the prompt through
+    a link, even one inside the project."""
+    world.plant("notes", world.project / "private" / "notes.md")
+    (world.project / "AGENTS.md").symlink_to(Path("private") / "notes.md")
+    sensitive = '[tools]\nsensitive_paths = ["<project>/private"]\n'
+    outcome = await world.run(("list_dir", {"path": "."}), config=sensitive)
+    assert leaked(world, outcome, "notes") == []
+    (warning,) = skip_warnings(world)
+    assert "<project>/AGENTS.md" in warning["message"]
+
+
 # --- the adapter ----------------------------------------------------------------------------
 
 

@@ -256,12 +256,6 @@ class AgentsConfig(Section):
     worktrees: bool | None = None
     """A git worktree per teammate; None: when the project is a git repository."""
 
-    @property
-    def default_fork_agent_definition(self) -> str:
-        """Not a setting (a fork keeps its parent's prompt and tools; see `RETIRED_KEYS`):
-        read by the composition root until it stops passing it on. Remove with that read."""
-        return "default_fork_agent"
-
     @model_validator(mode="after")
     def _unique_pool_ids(self) -> AgentsConfig:
         seen: set[str] = set()

@@ -34,7 +34,7 @@ def _open(path: str | None) -> tuple[FileTaskLog, SecretRedactor]:
 
     loaded = load(path, None)
     redactor: SecretRedactor = CliContainer(loaded=loaded).adapters.redactor()
-    return FileTaskLog(loaded.config.task.wal_dir), redactor
+    return FileTaskLog(loaded.config.task.wal_dir, project=loaded.project), redactor
 
 
 def _fold(log: FileTaskLog, session_id: str, name: str) -> tuple[FoldResult, list[str]]:

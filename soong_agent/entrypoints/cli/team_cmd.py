@@ -33,7 +33,7 @@ def team_show(session_id: str, path: str | None) -> int:
             if session is None:
                 raise SessionNotFound(session_id)
             members = roster_from_mark(await store.get_mark(session_id, ROSTER_MARK))
-            mailbox = FileMailbox(loaded.project / ".soong-agent" / "teams")
+            mailbox = FileMailbox(loaded.project / ".soong-agent" / "teams", project=loaded.project)
             out = sys.stdout
             if not members:
                 out.write(f"session {session_id} has no team\n")
