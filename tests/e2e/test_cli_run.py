@@ -190,6 +190,31 @@ def test_orchestrator_without_pools_and_an_unknown_agent_are_refused_with_the_re
     assert "minimal" in unknown.stderr and world.server.requests == []
 
 
+def test_an_agent_file_that_was_refused_is_the_error_of_agent_naming_it(
+    world: CliWorld,
+) -> None:
+    """`--agent standard` with the user's own `standard.md` (a shipped preset's id, which a file
+    cannot take) stops with the reason instead of quietly running the shipped preset; so does
+    `--agent x` whose file is broken, instead of "unknown agent"."""
+    agents = world.home / "agents"
+    agents.mkdir()
+    (agents / "standard.md").write_text(
+        "---\nid: standard\ndescription: Mine.\ntools: [read_file]\n---\n", encoding="utf-8"
+    )
+    (agents / "broken.md").write_text(
+        "---\nid: broken\ndescription: Oops.\ntool: [read_file]\n---\n", encoding="utf-8"
+    )
+    shadow = world.run("run", "--agent", "standard", "hi")
+    assert shadow.returncode == 2, shadow.stderr
+    assert "standard.md" in shadow.stderr and "shipped preset" in shadow.stderr
+    broken = world.run("run", "--agent", "broken", "hi")
+    assert broken.returncode == 2, broken.stderr
+    assert "broken.md" in broken.stderr and "'tool'" in broken.stderr
+    assert world.server.requests == [] and "Traceback" not in shadow.stderr + broken.stderr
+    fine = world.run("run", "--agent", "minimal", "hi")  # the other presets still run
+    assert "shipped preset" not in fine.stderr
+
+
 def test_an_agent_preset_chooses_the_tools_and_prompt_and_the_session_keeps_it(
     world: CliWorld,
 ) -> None:
