@@ -370,7 +370,13 @@ def _task_tools(loaded: LoadedConfig) -> list[Tool]:
 
     task = loaded.config.task
     log = FileTaskLog(task.wal_dir, project=loaded.project)
-    return task_tools(log, SystemClock(), task.step_lease_timeout_ms)
+    return task_tools(
+        log,
+        SystemClock(),
+        task.step_lease_timeout_ms,
+        recent_limit=task.task_recent_changes_limit,
+        recent_window_minutes=task.task_recent_changes_window_minutes,
+    )
 
 
 def _plan_tools(

@@ -164,3 +164,29 @@ def test_the_cli_bodies_print_the_dag_from_the_wal(
     assert "claimed build" in out
     assert tasks_show("ses_1/none", str(project)) == 2
     assert tasks_show("nonsense", str(project)) == 2
+
+
+def test_the_task_board_tool_shows_the_configured_recent_changes(tmp_path: Path) -> None:
+    """`task.task_recent_changes_limit` / `…_window_minutes` shape `task_board` as they do the
+    system prompt's board (not a fixed 20 changes in 30 minutes)."""
+    clock = FixedClock()
+    ctx = ToolContext(fs=InMemoryFileSystem(), session_id=SES, run_id="run_1")
+    log = FileTaskLog(tmp_path / "tasks")
+    default = tools_by_name(log, clock)
+    assert not call(default["task_create"], ctx, name="ship", title="Ship it").is_error
+    for step in ("a", "b", "c"):
+        assert not call(
+            default["task_add_step"], ctx, task="ship", step_id=step, title=step
+        ).is_error
+
+    def changes(board: Tool) -> list[str]:
+        text = call(board, ctx).content
+        return [line for line in text.splitlines() if " run_1 ship: " in line]
+
+    assert len(changes(default["task_board"])) == 4
+    two = {t.name: t for t in task_tools(log, clock, 60_000, recent_limit=2)}
+    assert len(changes(two["task_board"])) == 2
+    clock.advance(5 * 60)
+    brief = {t.name: t for t in task_tools(log, clock, 60_000, recent_window_minutes=1)}
+    assert changes(brief["task_board"]) == []
+    assert len(changes(default["task_board"])) == 4

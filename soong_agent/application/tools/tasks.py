@@ -111,12 +111,21 @@ def _describe(args: ToolArgs, ctx: ToolContext) -> tuple[str, str]:
 class TaskTools:
     """The handlers of the task tools over one log and clock."""
 
-    def __init__(self, log: TaskLog, clock: Clock, lease_ms: int) -> None:
+    def __init__(
+        self,
+        log: TaskLog,
+        clock: Clock,
+        lease_ms: int,
+        *,
+        recent_limit: int = 20,
+        recent_window_minutes: int = 30,
+    ) -> None:
         if lease_ms <= 0:
             raise ValueError("lease_ms must be positive")
         self._log = log
         self._clock = clock
         self._lease_s = lease_ms / 1000
+        self._recent = (recent_limit, recent_window_minutes)
         self._told: set[str] = set()
 
     # -- helpers ------------------------------------------------------------------------------
@@ -255,8 +264,15 @@ class TaskTools:
         now = self._clock.now()
         try:
             if args.task is None:
+                limit, window = self._recent
                 text = await asyncio.to_thread(
-                    board_text, self._log, ctx.task_session, now, budget_tokens=1_000_000
+                    board_text,
+                    self._log,
+                    ctx.task_session,
+                    now,
+                    budget_tokens=1_000_000,
+                    recent_limit=limit,
+                    recent_window_minutes=window,
                 )
                 return ToolOutput(text)
             state, problems = await asyncio.to_thread(self._state, ctx.task_session, args.task)
@@ -331,9 +347,24 @@ def task_board_text(
     )
 
 
-def task_tools(log: TaskLog, clock: Clock, lease_ms: int) -> list[Tool]:
-    """The eight task tools over `log`; a claim or heartbeat holds a step for `lease_ms`."""
-    tools = TaskTools(log, clock, lease_ms)
+def task_tools(
+    log: TaskLog,
+    clock: Clock,
+    lease_ms: int,
+    *,
+    recent_limit: int = 20,
+    recent_window_minutes: int = 30,
+) -> list[Tool]:
+    """The eight task tools over `log`; a claim or heartbeat holds a step for `lease_ms`;
+    `task_board` shows the recent changes the config's `task.task_recent_changes_limit` and
+    `…_window_minutes` say, as the system prompt's board does."""
+    tools = TaskTools(
+        log,
+        clock,
+        lease_ms,
+        recent_limit=recent_limit,
+        recent_window_minutes=recent_window_minutes,
+    )
     spec: list[tuple[str, str, type[ToolArgs], Callable[..., object]]] = [
         ("task_create", "Create a task: a named graph of steps kept on disk, which "
          "this run and later runs (or other agents) work through.", TaskCreateArgs,
