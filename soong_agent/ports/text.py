@@ -11,7 +11,7 @@ user's message, an error's text), so everything after it holds UTF-8-clean text:
 - a surrogate U+DC80..U+DCFF stands for the byte 0x80..0xFF that was not UTF-8, and is written
   as the four characters ``\\xNN`` (that byte in lower-case hex): ``caf\\udce9.txt`` is shown,
   stored and sent as ``caf\\xe9.txt``, as Python's ``repr`` of the bytes and bash's ``$'…'``
-  quoting write it;
+  quoting write it (bytes carried so that together are UTF-8 are the character they make);
 - any other lone surrogate stands for nothing (a broken escape, half of a pair) and becomes the
   replacement character U+FFFD, as the provider adapters already make it in a model's stream;
 - a high surrogate followed by a low one is the character they encode together.
@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import re
 
-_SURROGATES = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\ud800-\udfff]")
+_SURROGATES = re.compile("[\ud800-\udbff][\udc00-\udfff]|[\udc80-\udcff]+|[\ud800-\udfff]")
 _BYTE_ESCAPE = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")
 
 
 def _written(match: re.Match[str]) -> str:
     found = match.group()
-    if len(found) == 2:  # a pair: the character it encodes
+    if "\ud800" <= found[0] <= "\udbff" and len(found) == 2:  # a pair: its character
         return found.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
-    code = ord(found)
-    if 0xDC80 <= code <= 0xDCFF:
-        return f"\\x{code - 0xDC00:02x}"
+    if "\udc80" <= found[0] <= "\udcff":  # bytes (surrogateescape): escaped where not UTF-8
+        return found.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return "\ufffd"
 
 
@@ -47,8 +46,13 @@ def safe_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
+        pass
+    else:
+        return text
+    try:  # only bytes carried by surrogateescape (a file name's): their escapes, in C
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
         return _SURROGATES.sub(_written, text)
-    return text
 
 
 _JSON_TOKENS = re.compile(

@@ -22,10 +22,10 @@ class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def no_nul(value: str) -> str:
+def no_nul(value: str | None) -> str | None:
     """A field validator for texts that reach a path, a pattern or a command line, none of
     which can hold a NUL character: the model is told which argument holds one."""
-    if "\x00" in value:
+    if value is not None and "\x00" in value:
         raise ValueError("holds a NUL character (\\x00), which it cannot")
     return value
 
