@@ -418,6 +418,8 @@ class AgentLoop:
     async def _call_model(self, rec: RunRecorder) -> Turn:
         turn = Turn()
         self._turn = turn
+        if self._refused:  # a refusal is for the calls of the turn that made them only
+            self._refused.clear()
         rec.event(ModelCallStarted, turn=self._turns, messages=len(rec.history))
         request = ModelRequest(
             system=self._system,

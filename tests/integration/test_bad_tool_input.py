@@ -165,3 +165,26 @@ async def test_a_file_literally_named_like_an_escape_is_that_file(
     (project / "caf\\xe9.txt").write_text("the literal one\n", encoding="utf-8")
     _, [result], _ = await run_calls(home, project, ("read_file", {"path": "caf\\xe9.txt"}))
     assert "the literal one" in result.content
+
+
+async def test_after_a_refused_surrogate_the_name_the_reason_gives_works(
+    home: Path, project: Path
+) -> None:
+    # the model spells the byte as Python carries it, is told to write \xe9, and does
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("read_file", '{"path": "caf\\udce9.txt"}')),
+            ScriptedResponse.tool_calls(("read_file", '{"path": "caf\\\\xe9.txt"}')),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    async with AgentRuntime(project, home, model=model) as runtime:
+        run = await runtime.run("read it")
+        events = [e async for e in run.events()]
+        assert (await run.wait()).status == "completed"
+    first, second = (e for e in events if isinstance(e, ToolResultEvent))
+    assert first.is_error and "lone surrogate (U+DCE9)" in first.content
+    assert "write \\xNN" in first.content or "written \\xNN" in first.content
+    assert not second.is_error and "café au lait" in second.content
+    called = [e for e in events if e.type == "tool_call_requested"]
+    assert [json.loads(e.arguments)["path"] for e in called] == ["caf\\xe9.txt"] * 2
