@@ -93,7 +93,11 @@ class SessionStore(Protocol):
         ...
 
     async def list_runs(self, session_id: str) -> list[RunInfo]:
-        """The session's runs, oldest first."""
+        """The session's runs, oldest first.
+
+        A store shared by processes reports a run still `running` whose process is gone (it
+        was killed, or could not save the run's end) as `interrupted`, and may write it so;
+        a run some live process still executes stays `running`."""
         ...
 
     async def run_events(self, run_id: str) -> Sequence[RunEvent]:
