@@ -62,9 +62,7 @@ class AgentSetups:
         preset's id: the user meant theirs, not the preset)."""
         from soong_agent.domain.agents import unknown_agent_message
 
-        refused = next(
-            (w for w in self.source.warnings() if f"{os.sep}{agent_id}.md: " in w), None
-        )
+        refused = next((w for w in self.source.warnings() if f"{os.sep}{agent_id}.md: " in w), None)
         if refused is not None:
             raise UsageError(f"{flag}{refused}")
         definition = self.source.get(agent_id)
