@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -16,6 +17,15 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_CANCELLED = 130
+
+
+def tolerant_streams() -> None:
+    """Let stdout and stderr write any text: a character their encoding cannot take (an
+    ASCII terminal, a lone surrogate that came past the run's boundaries) is written as a
+    backslash escape instead of failing the command half way."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
 
 
 def fail(message: str, code: int) -> int:
@@ -44,8 +54,19 @@ def exit_code_for(error: BaseException) -> int:
 
 
 def guarded(action: Callable[[], int]) -> int:
-    """Run a command body; expected errors become one line and an exit code, never a traceback."""
+    """Run a command body; expected errors become one line and an exit code, never a traceback.
+
+    Anything else is a bug of ours: still one line (`internal error: …`) and exit 1; with
+    `SOONG_AGENT_DEBUG=1` its traceback is printed too."""
     try:
         return action()
     except SoongAgentError as exc:
         return fail(str(exc), exit_code_for(exc))
+    except Exception as exc:
+        if os.environ.get("SOONG_AGENT_DEBUG") == "1":
+            import traceback
+
+            traceback.print_exc()
+        from soong_agent.ports.text import safe_text
+
+        return fail(safe_text(f"internal error: {type(exc).__name__}: {exc}"), EXIT_FAILED)

@@ -418,10 +418,11 @@ def skills_list(path: PathOption = None) -> None:
 def main() -> None:
     """Console-script entry point: runs the command, then exits without interpreter teardown."""
     from soong_agent.entrypoints.cli import code_cache
-    from soong_agent.entrypoints.cli.common import exit_now
+    from soong_agent.entrypoints.cli.common import exit_now, tolerant_streams
     from soong_agent.entrypoints.cli.pydantic_plugins import skip_empty_plugin_search
 
     skip_empty_plugin_search()
+    tolerant_streams()  # no command fails half way on a character the terminal cannot show
     compiled = code_cache.start()
     try:
         app()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
 from typing import TextIO
@@ -31,15 +30,6 @@ from soong_agent.ports.events import (
 from soong_agent.ports.secrets import SecretRedactor
 
 _ARG_PREVIEW = 80
-
-
-def tolerant_streams() -> None:
-    """Let stdout and stderr write any text: a character their encoding cannot take (an
-    ASCII terminal, a lone surrogate that came past the run's boundaries) is written as a
-    backslash escape instead of failing the command half way."""
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
-            stream.reconfigure(errors="backslashreplace")
 
 
 def _first_line(text: str, limit: int = 100) -> str:

@@ -16,9 +16,10 @@ from soong_agent.entrypoints.cli.common import (
     exit_now,
     fail,
     guarded,
+    tolerant_streams,
 )
-from soong_agent.entrypoints.cli.render import Renderer, tolerant_streams
-from soong_agent.ports.errors import SoongAgentError, UsageError
+from soong_agent.entrypoints.cli.render import Renderer
+from soong_agent.ports.errors import UsageError
 from soong_agent.ports.text import safe_text
 
 if TYPE_CHECKING:
@@ -54,14 +55,9 @@ def run_command(
         wall_ms = None if timeout is None else max(1, round(timeout * 1000))
         limits = parse_limits(max_cost, max_tokens, wall_ms)
         choices = RunChoices(tool_choice, limits, output, approve, plan)
-        try:
-            return asyncio.run(
-                _run(message, path, session_id, from_message, orchestrator, agent, choices)
-            )
-        except SoongAgentError:
-            raise  # one line from `guarded`
-        except Exception as exc:  # a bug: still one line and an exit code, never a traceback
-            return fail(safe_text(f"internal error: {type(exc).__name__}: {exc}"), 1)
+        return asyncio.run(
+            _run(message, path, session_id, from_message, orchestrator, agent, choices)
+        )
 
     return guarded(go)
 

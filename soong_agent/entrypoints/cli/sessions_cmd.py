@@ -8,9 +8,9 @@ import datetime as dt
 import sys
 from collections.abc import Sequence
 
-from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
+from soong_agent.entrypoints.cli.common import EXIT_OK, guarded, tolerant_streams
 from soong_agent.entrypoints.cli.json_output import SCHEMA_VERSION
-from soong_agent.entrypoints.cli.render import call_preview, tolerant_streams
+from soong_agent.entrypoints.cli.render import call_preview
 from soong_agent.entrypoints.cli.session_tree import (
     ancestry,
     load_tree,
