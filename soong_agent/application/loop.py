@@ -570,12 +570,20 @@ class AgentLoop:
         if self._mcp is not None:
             self._mcp.detach()
         if self._hooks is not None:
-            await self._hooks.session_end(
-                rec,
-                status=status,
-                turns=self._calls,
-                cost_usd=cost_usd(self._usage, self._settings.price),
-            )
+            try:
+                await self._hooks.session_end(
+                    rec,
+                    status=status,
+                    turns=self._calls,
+                    cost_usd=cost_usd(self._usage, self._settings.price),
+                )
+            except Exception as exc:  # hooks fail open: a broken one never costs the run's end
+                rec.event(
+                    ErrorEvent,
+                    kind="hook",
+                    message=safe_text(f"session_end hook failed: {type(exc).__name__}: {exc}"),
+                    fatal=False,
+                )
         rec.finish(status, reason)
         rec.event(
             RunFinished,

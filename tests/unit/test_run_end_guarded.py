@@ -173,3 +173,36 @@ async def test_cancelling_the_waiter_is_not_swallowed() -> None:
         await waiter
     assert not task.done()
     task.cancel()
+
+
+async def test_a_session_end_hook_that_breaks_costs_the_run_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hooks fail open: a `session_end` hook that raises (a bug in a hook runner, say) is an
+    error event of the run, which still ends as it was going to, with its last turn saved."""
+    from soong_agent.application.hooks import HookPipeline, RunHooks
+    from soong_agent.domain.hooks import parse_hooks
+    from soong_agent.testing import ScriptedProcessRunner
+
+    async def broken(self: RunHooks, *args: object, **kwargs: object) -> None:
+        raise OSError("the hook runner fell over")
+
+    monkeypatch.setattr(RunHooks, "session_end", broken)
+    pipeline = HookPipeline(
+        parse_hooks({"hooks": {"session_end": [{"command": "true"}]}}),
+        ScriptedProcessRunner(),
+        base_env={"PATH": "/usr/bin"},
+        cwd="/p",
+        default_timeout_s=5,
+    )
+    store = InMemorySessionStore()
+    h = Harness(ScriptedModel([ScriptedResponse.text("the answer")]), store=store, hooks=pipeline)
+    run = await h.service.start("hi")
+    events = [e async for e in run.events()]
+    result = await run.wait()
+    assert result.status == "completed", result.reason
+    [saved] = await store.list_runs(run.session_id)
+    assert saved.status == "completed"
+    assert [m.role for m in await store.active_path(run.session_id)] == ["user", "assistant"]
+    (broke,) = [e for e in events if isinstance(e, ErrorEvent) and e.kind == "hook"]
+    assert "the hook runner fell over" in broke.message and not broke.fatal
