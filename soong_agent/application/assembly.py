@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from soong_agent.application.compaction_requests import CompactionRequests
 from soong_agent.application.context_window import ContextWindow
@@ -25,7 +25,13 @@ from soong_agent.application.recorder import RunRecorder, redacting_artifacts
 from soong_agent.application.run_handle import Run
 from soong_agent.application.summarizer import Summarizer, tools_text
 from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
-from soong_agent.application.tools.base import Tool, ToolContext, ToolRegistry
+from soong_agent.application.tools.base import (
+    ChildLauncher,
+    TeamSeat,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+)
 from soong_agent.application.tools.catalog import apply_tool_config
 from soong_agent.application.tools.compact import compact_tool
 from soong_agent.application.tools.skills import skills_catalogue_text
@@ -57,9 +63,25 @@ from soong_agent.ports.skills import SkillSource
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
 
-if TYPE_CHECKING:
-    from soong_agent.application.child_runs import ChildRuns
-    from soong_agent.application.teams import Seat
+
+class ChildLinks(Protocol):
+    """What starts the children of a run (`ChildRuns` of the runtime): the launcher its
+    spawning tools call (AGT-2, AGT-4)."""
+
+    def link(
+        self,
+        *,
+        assembler: RunAssembler,
+        spec: RunSpec,
+        recorder: RunRecorder,
+        grants: SessionGrants,
+        hooks: RunHooks | None,
+        memory: str,
+        task_session_id: str | None = None,
+        depth: int = 0,
+    ) -> ChildLauncher:
+        """The launcher of one parent run; `depth`: the parent's."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,9 +326,9 @@ class RunAssembler:
         mcp_loaded: Iterable[str] = (),
         earlier: Sequence[Message] = (),
         memory: str = "",
-        children: ChildRuns | None = None,
+        children: ChildLinks | None = None,
         task_session_id: str | None = None,
-        team: Callable[[RunRecorder, RunHooks | None], Seat] | None = None,
+        team: Callable[[RunRecorder, RunHooks | None], TeamSeat] | None = None,
         actor: str | None = None,
         depth: int = 0,
         agent_id: str = "root",

@@ -34,23 +34,17 @@ from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
-from soong_agent.application.run_policy import ParentRun, bind_run
+from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.starter import RunStarter, wait_bounded
 from soong_agent.application.tools.base import ToolOutput
 from soong_agent.domain.history import unanswered_calls
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.usage import cost_usd
-from soong_agent.ports.approval import (
-    ApprovalRequest,
-    Approver,
-    Decision,
-    PlanReview,
-    PlanReviewer,
-)
 from soong_agent.ports.errors import UsageError
-from soong_agent.ports.events import ChildFinished, ChildKind, ChildStarted, PlanModeChanged
+from soong_agent.ports.events import ChildFinished, ChildKind
 from soong_agent.ports.messages import Message, ToolResultBlock
-from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
+from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.streaming import Usage
 
 FORK_CALL_RESULT = (
@@ -125,23 +119,6 @@ def tokens_of(usage: Usage) -> int:
     )
 
 
-class NamedApprover:
-    """The parent's approver, asked on behalf of a child that it names (`[sub-agent x] …`)."""
-
-    def __init__(self, inner: Approver, agent: str) -> None:
-        self._inner = inner
-        self._agent = agent
-
-    async def decide(self, request: ApprovalRequest) -> Decision:
-        return await self._inner.decide(dataclasses.replace(request, agent=self._agent))
-
-    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
-        named = dataclasses.replace(request, agent=self._agent)
-        if isinstance(self._inner, PlanReviewer):
-            return await self._inner.review_plan(named)
-        return PlanReview(approved=await self._inner.decide(named) != "deny")
-
-
 class ChildRuns:
     """Starts the children of the runs of one runtime (one per runtime, shared by its runs).
 
@@ -155,8 +132,10 @@ class ChildRuns:
         limits: ChildLimits,
         *,
         pools: Sequence[WorkerPool] = (),
+        starter: RunStarter,
     ) -> None:
         self._setup = setup
+        self.starter = starter
         self.limits = limits
         self.pools: dict[str, WorkerPool] = {p.pool_id: p for p in pools}
         self._slots: dict[str, asyncio.Semaphore] = {}
@@ -322,29 +301,34 @@ class ParentLink:
         )
 
     # --- the tools ---------------------------------------------------------------------------
+    def _lineage(self, kind: ChildKind, agent: str, call_id: str, label: str) -> Lineage:
+        """A child of this run: one deeper, held to this run's mode, linked to its session."""
+        return Lineage(
+            kind=kind,
+            agent=agent,
+            depth=self._depth + 1,
+            parent_session_id=self._rec.session.id,
+            parent_run_id=self._rec.run_info.id,
+            parent_call_id=call_id,
+            parent_mode=self._assembler.policies.permissions.mode,
+            label=label,
+        )
+
     async def sub_agent(self, agent_id: str | None, task: str, call_id: str) -> ToolOutput:
         agent = agent_id or self._children.limits.default_sub_agent
         try:
             assembler, spec = self._children.setup(agent)
         except UsageError as exc:
             return ToolOutput(f"create_sub_agent: {exc}", is_error=True)
-        return await self._child(
-            "sub_agent", agent, assembler, spec, task, call_id, label=f"sub-agent {agent}"
-        )
+        lineage = self._lineage("sub_agent", agent, call_id, f"sub-agent {agent}")
+        return await self._child(lineage, assembler, spec, task)
 
     async def fork(self, task: str, call_id: str) -> ToolOutput:
         copies = _fork_context(self._rec.history)
         agent = self._children.limits.default_fork_agent
+        lineage = self._lineage("fork", agent, call_id, "fork")
         return await self._child(
-            "fork",
-            agent,
-            self._assembler,
-            self._spec,
-            task,
-            call_id,
-            label="fork",
-            copies=copies,
-            memory=self._memory,
+            lineage, self._assembler, self._spec, task, copies=copies, memory=self._memory
         )
 
     async def worker(self, pool: str, task: str, worker: str | None, call_id: str) -> ToolOutput:
@@ -370,39 +354,27 @@ class ParentLink:
             except UsageError as exc:
                 message = f"dispatch_worker: worker {chosen.worker_id}: {exc}"
                 return ToolOutput(message, is_error=True)
-            return await self._child(
-                "worker",
-                chosen.agent,
-                assembler,
-                spec,
-                task,
-                call_id,
-                label=f"worker {pool}/{chosen.worker_id}",
+            lineage = dataclasses.replace(
+                self._lineage("worker", chosen.agent, call_id, f"worker {pool}/{chosen.worker_id}"),
                 pool=pool,
                 worker=chosen.worker_id,
-                caps=left,
                 task_session_id=session_id,
             )
+            return await self._child(lineage, assembler, spec, task, caps=left)
         finally:
             children.release_worker(session_id, chosen)
 
     # --- one child ---------------------------------------------------------------------------
     async def _child(
         self,
-        kind: ChildKind,
-        agent: str,
+        lineage: Lineage,
         assembler: RunAssembler,
         spec: RunSpec,
         task: str,
-        call_id: str,
         *,
-        label: str,
         copies: Sequence[Message] = (),
         memory: str = "",
-        pool: str | None = None,
-        worker: str | None = None,
         caps: RunLimits | None = None,
-        task_session_id: str | None = None,
     ) -> ToolOutput:
         limits = self._children.limits
         if self._started >= limits.max_children_per_run:
@@ -423,116 +395,62 @@ class ParentLink:
         parent = self._rec.session
         async with self._children.slots(self._task_session_id or parent.id):
             return await self._run_child(
-                kind,
-                agent,
+                lineage,
                 assembler,
                 spec,
                 task,
-                call_id,
-                label=label,
                 copies=copies,
                 memory=memory,
-                pool=pool,
-                worker=worker,
                 limits=left if caps is None else left.within(caps),
-                task_session_id=task_session_id,
             )
 
     async def _run_child(
         self,
-        kind: ChildKind,
-        agent: str,
+        lineage: Lineage,
         assembler: RunAssembler,
         spec: RunSpec,
         task: str,
-        call_id: str,
         *,
-        label: str,
         copies: Sequence[Message],
         memory: str,
-        pool: str | None,
-        worker: str | None,
         limits: RunLimits,
-        task_session_id: str | None,
     ) -> ToolOutput:
-        ports = assembler.ports
-        parent_rec = self._rec
-        parent = parent_rec.session
-        now = ports.clock.now()
+        starter = self._children.starter
         first_line = task.strip().splitlines()[0] if task.strip() else ""
-        session = SessionInfo(
-            id=ports.ids.new_id("ses"),
-            project_dir=ports.fs.root,
-            created_at=now,
-            updated_at=now,
-            title=f"[{label}] {first_line}"[:120],
-            agent=spec.agent or agent,
-            parent_session_id=parent.id,
-        )
-        run_info = RunInfo(
-            id=ports.ids.new_id("run"),
-            session_id=session.id,
-            started_at=now,
-            model=spec.settings.model_label,
+        session = starter.new_session(
+            project_dir=assembler.ports.fs.root,
+            title=f"[{lineage.label}] {first_line}",
+            agent=spec.agent or lineage.agent,
+            parent_session_id=lineage.parent_session_id,
         )
         child_spec = dataclasses.replace(
             spec,
             settings=dataclasses.replace(spec.settings, limits=spec.settings.limits.within(limits)),
         )
-        if ports.approver is not None:
-            ports = dataclasses.replace(ports, approver=NamedApprover(ports.approver, label))
-        # the parent's restrictions bind the child: its mode, and its session's plan mode
-        bound = await bind_run(
-            assembler.derived(ports),
-            session_id=session.id,
-            resumed=False,
-            parent=ParentRun(parent.id, self._assembler.policies.permissions.mode),
-        )
-        child_assembler = bound.assembler
-        assembled = child_assembler.assemble(
+        prepared = await starter.prepare(
+            assembler,
             child_spec,
+            lineage,
             session=session,
-            run_info=run_info,
+            message=task,
             history=[],
+            resumed=False,
             grants=self._grants,
             memory=memory,
-            task_session_id=task_session_id,
-            depth=self._depth + 1,
-            agent_id=agent,
         )
-        link = {
-            "kind": kind,
-            "agent": agent,
-            "child_session_id": session.id,
-            "child_run_id": run_info.id,
-            "parent_session_id": parent.id,
-            "parent_run_id": parent_rec.run_info.id,
-            "parent_call_id": call_id,
-            "task": task[:TASK_LINE_CHARS],
-            "model": spec.settings.model_label,
-            "pool": pool,
-            "worker": worker,
-        }
-        parent_rec.event(ChildStarted, **link)
-        child_rec = assembled.recorder
-        child_rec.event(ChildStarted, **link)
-        if bound.plan_event is not None:  # a child of a planning parent plans too (PLAN-2)
-            child_rec.event(PlanModeChanged, **bound.plan_event)
-        for message in copies:
-            child_rec.add_message(message)
-        task_run = asyncio.create_task(
-            assembled.loop.run(child_rec, task, resumed=False), name=f"soong-child-{run_info.id}"
-        )
-        assembled.run.attach(task_run)
+        for message in copies:  # a fork's copy of the parent's context
+            prepared.recorder.add_message(message)
+        task_run = starter.launch(prepared, parent=self._rec)
+        run_id = prepared.run_info.id
         timeout_s = self._children.limits.timeout_s
         cancel_s = self._children.limits.cancel_timeout_s
-        end = _ChildEnd(kind, agent, session.id, run_info.id, call_id, pool, worker)
+        end = _ChildEnd(lineage, session.id, run_id)
         try:
             timed_out = not await wait_bounded(task_run, timeout_s, cancel_s)
         except asyncio.CancelledError:  # the parent was cancelled: so is every child
-            await self._ended(end, _result_of(task_run, session.id, run_info.id), None, spec)
+            await self._ended(end, _result_of(task_run, session.id, run_id), None, spec)
             raise
-        result = _result_of(task_run, session.id, run_info.id)
+        result = _result_of(task_run, session.id, run_id)
         reason = result.reason
         if timed_out:
             reason = (
@@ -540,7 +458,7 @@ class ParentLink:
                 "was cancelled"
             )
         await self._ended(end, result, reason, spec)
-        return _output(label, session.id, result, reason, timed_out)
+        return _output(lineage.label, session.id, result, reason, timed_out)
 
     async def _ended(
         self, end: _ChildEnd, result: RunResult, reason: str | None, spec: RunSpec
@@ -580,33 +498,33 @@ class ParentLink:
             )
 
 
-async def wait_bounded(task: asyncio.Task[RunResult], timeout_s: float, cancel_s: float) -> bool:
-    """Wait at most `timeout_s` for a child's run to end; True when it did. Past that, or
-    when the waiter itself is cancelled (which is re-raised), the run is cancelled and given
-    `cancel_s` to reach its terminal state."""
-    try:
-        done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    except asyncio.CancelledError:
-        task.cancel()
-        await asyncio.wait({task}, timeout=cancel_s)
-        raise
-    if not done:
-        task.cancel()
-        await asyncio.wait({task}, timeout=cancel_s)
-    return bool(done)
-
-
 @dataclass(frozen=True, slots=True)
 class _ChildEnd:
     """Which child ended: what its `child_finished` event names."""
 
-    kind: ChildKind
-    agent: str
+    lineage: Lineage
     session_id: str
     run_id: str
-    call_id: str
-    pool: str | None
-    worker: str | None
+
+    @property
+    def kind(self) -> ChildKind:
+        return self.lineage.child_kind()
+
+    @property
+    def agent(self) -> str:
+        return self.lineage.agent or self.lineage.kind
+
+    @property
+    def call_id(self) -> str:
+        return self.lineage.parent_call_id or ""
+
+    @property
+    def pool(self) -> str | None:
+        return self.lineage.pool
+
+    @property
+    def worker(self) -> str | None:
+        return self.lineage.worker
 
 
 def _result_of(task: asyncio.Task[RunResult], session_id: str, run_id: str) -> RunResult:

@@ -16,21 +16,21 @@ from soong_agent.application.mcp_tools import loaded_in
 from soong_agent.application.memory_recall import MemoryRecall
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
-from soong_agent.application.run_policy import bind_run
+from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.starter import RunStarter
 from soong_agent.domain.budget import ContextBudget
-from soong_agent.domain.permissions import PermissionMode, SessionGrants
+from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import SessionNotFound, UsageError
 from soong_agent.ports.events import (
     AgentSwitched,
     ErrorEvent,
     MemoryRecalled,
-    PlanModeChanged,
     RunStarted,
 )
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
-from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.ports.storage import SessionInfo
 
 if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
     from soong_agent.application.memory_consolidation import MemoryConsolidation
@@ -63,8 +63,10 @@ class RunService:
         children: ChildRuns | None = None,
         orchestrator: Callable[[RunSpec], RunSpec] | None = None,
         teams: Callable[[], TeamService] | None = None,
+        starter: RunStarter | None = None,
     ) -> None:
         self._assembler = assembler
+        self.starter = starter or RunStarter(clock=assembler.ports.clock, ids=assembler.ports.ids)
         self._root = root
         self._presets = presets
         self.children = children
@@ -192,7 +194,6 @@ class RunService:
         if from_message is not None and session_id is None:
             raise UsageError("from_message needs the session_id of the session to branch")
         ports = self._assembler.ports
-        now = ports.clock.now()
         history: list[Message] = []
         session: SessionInfo | None = None
         switched: tuple[str | None, str] | None = None
@@ -222,69 +223,52 @@ class RunService:
                 "a cost budget (max_cost_usd, --max-cost) needs the model's prices: set "
                 "[model.price] in config.toml"
             )
+        starter = self.starter
         if session is None:
-            session = SessionInfo(
-                id=ports.ids.new_id("ses"),
+            session = starter.new_session(
                 project_dir=ports.fs.root,
-                created_at=now,
-                updated_at=now,
-                title=message.strip().splitlines()[0][:120],
+                title=message.strip().splitlines()[0],
                 agent=spec.agent,
             )
-        run_info = RunInfo(
-            id=ports.ids.new_id("run"),
-            session_id=session.id,
-            started_at=now,
-            model=spec.settings.model_label,
-        )
         grants = self._grants.setdefault(session.id, SessionGrants())
         # every branch: what was loaded before (deferred MCP tools, folder instructions)
         earlier = await ports.store.all_messages(session.id) if session_id is not None else []
-        loaded = loaded_in(earlier)  # tools a tool_search loaded stay loaded
-        bound = await bind_run(
+        recalled = await self.recall.recall(message) if self.recall is not None else None
+        prepared = await starter.prepare(
             assembler,
-            session_id=session.id,
+            spec,
+            Lineage(agent=agent),
+            session=session,
+            message=message,
+            history=history,
             resumed=session_id is not None,
+            grants=grants,
             plan_mode=plan_mode,
             mode_source=self._mode_source(agent, assembler),
             earlier=earlier,
-        )
-        assembler = bound.assembler
-        recalled = await self.recall.recall(message) if self.recall is not None else None
-        assembled = assembler.assemble(
-            spec,
-            session=session,
-            run_info=run_info,
-            history=history,
-            grants=grants,
-            mcp_loaded=loaded,
-            earlier=earlier,
             memory=recalled.text if recalled is not None else "",
+            mcp_loaded=loaded_in(earlier),  # tools a tool_search loaded stay loaded
             children=self.children,
-            team=self._lead_seat(session.id, bound.mode) if orchestrator else None,
+            team=self._lead_seat(session.id) if orchestrator else None,
         )
+        recorder = prepared.recorder
         teams = self.teams if orchestrator else None
-        if teams is not None and session_id is not None:
-            await teams.restore(session.id, session.project_dir)  # its teammates come back
+        if teams is not None:
+            teams.set_lead_mode(session.id, prepared.bound.mode)  # it binds the teammates
+            if session_id is not None:
+                await teams.restore(session.id, session.project_dir)  # they come back
         if session_id is not None and switched is None and spec.settings.agent_hash:
             edited = await self._definition_changed(session_id, spec)
             if edited is not None:
-                assembled.recorder.event(
-                    ErrorEvent, kind="agent_changed", message=edited, fatal=False
-                )
+                recorder.event(ErrorEvent, kind="agent_changed", message=edited, fatal=False)
         if switched is not None:  # the switch of a blank session's agent is logged (AGT-3)
-            assembled.recorder.event(AgentSwitched, previous=switched[0], agent=switched[1])
+            recorder.event(AgentSwitched, previous=switched[0], agent=switched[1])
         if recalled is not None:
-            assembled.recorder.event(MemoryRecalled, **recalled.event_fields())
-        if bound.plan_event is not None:
-            assembled.recorder.event(PlanModeChanged, **bound.plan_event)
+            recorder.event(MemoryRecalled, **recalled.event_fields())
         if self._extraction is not None:  # (not made yet: no notice, no idle wait to end)
             for notice in self._extraction.run_started(session.id):
-                assembled.recorder.event(notice.event, **notice.fields)
-        task = asyncio.create_task(
-            assembled.loop.run(assembled.recorder, message, resumed=session_id is not None),
-            name=f"soong-run-{run_info.id}",
-        )
+                recorder.event(notice.event, **notice.fields)
+        task = starter.launch(prepared)
         self._active[session.id] = self._active.get(session.id, 0) + 1
         task.add_done_callback(lambda _: self._run_ended(session.id))
         if self._consolidation_of is not None:  # the first run: the job is made (its module
@@ -293,8 +277,7 @@ class RunService:
         else:
             self._consolidate_when_due()
         if self._extraction is not None or self._extraction_of is not None:
-            # before attach: the job starts before a waiter resumes
-            recorder = assembled.recorder
+            # before a waiter resumes: the job starts first
             fresh = session_id is None  # every message of a new session is in its history
 
             def ended(_: object) -> None:
@@ -304,8 +287,7 @@ class RunService:
                     extraction.run_ended(session.id, recorder.history if whole else None)
 
             task.add_done_callback(ended)
-        assembled.run.attach(task)
-        return assembled.run
+        return prepared.run
 
     async def _definition_changed(self, session_id: str, spec: RunSpec) -> str | None:
         """Why the session's agent definition differs from the one its last run followed
@@ -327,15 +309,12 @@ class RunService:
                 return None
         return None
 
-    def _lead_seat(
-        self, team_id: str, mode: PermissionMode
-    ) -> Callable[[RunRecorder, RunHooks | None], Seat] | None:
-        """How an orchestrator's run takes its seat as the lead of its team (issue 20); its
-        teammates are held to its permission `mode` at least."""
+    def _lead_seat(self, team_id: str) -> Callable[[RunRecorder, RunHooks | None], Seat] | None:
+        """How an orchestrator's run takes its seat as the lead of its team (issue 20)."""
         teams = self.teams
         if teams is None:
             return None
-        return lambda rec, hooks: teams.lead_seat(team_id, rec, hooks, mode=mode)
+        return lambda rec, hooks: teams.lead_seat(team_id, rec, hooks)
 
     def _mode_source(self, agent: str | None, assembler: RunAssembler) -> str:
         """What set the permission mode of a root run's assembler (for its plan-mode event)."""

@@ -35,18 +35,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from soong_agent.application.assembly import RunAssembler, RunSpec
-from soong_agent.application.child_runs import ORCHESTRATOR_MARK, NamedApprover, wait_bounded
+from soong_agent.application.child_runs import ORCHESTRATOR_MARK
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import RunResult
-from soong_agent.application.run_policy import ParentRun, bind_run
+from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.starter import RunStarter, wait_bounded
 from soong_agent.application.tools.base import ToolOutput
 from soong_agent.domain.permissions import PermissionMode, SessionGrants
 from soong_agent.domain.tasks.state import TaskState, fold
@@ -55,10 +55,8 @@ from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SoongAgentError, UsageError
 from soong_agent.ports.events import (
     ChildFinished,
-    ChildStarted,
     ErrorEvent,
     MemberStatus,
-    PlanModeChanged,
     TeamChanged,
 )
 from soong_agent.ports.mailbox import (
@@ -69,7 +67,7 @@ from soong_agent.ports.mailbox import (
     mail_problem,
     member_problem,
 )
-from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
+from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.system import Clock, IdGenerator
 from soong_agent.ports.tasks import StepReleased, TaskLog
 from soong_agent.ports.worktrees import Worktree, Worktrees
@@ -187,8 +185,10 @@ class TeamService:
         limits: TeamLimits,
         worktrees: Worktrees | None = None,
         artifacts: ArtifactStore | None = None,
+        starter: RunStarter | None = None,
     ) -> None:
         self._store = store
+        self._starter = starter or RunStarter(clock=clock, ids=ids)
         self._mailbox = mailbox
         self._tasks = tasks
         self._clock = clock
@@ -200,21 +200,18 @@ class TeamService:
         self._teams: dict[str, _Team] = {}
 
     # --- the lead's side ---------------------------------------------------------------------
-    def lead_seat(
-        self,
-        team_id: str,
-        rec: RunRecorder,
-        hooks: RunHooks | None,
-        *,
-        mode: PermissionMode | None = None,
-    ) -> Seat:
-        """The seat of a lead's run: its events and hooks are where the team reports; `mode`
-        is the lead run's permission mode, which binds its teammates' runs too."""
+    def lead_seat(self, team_id: str, rec: RunRecorder, hooks: RunHooks | None) -> Seat:
+        """The seat of a lead's run: its events and hooks are where the team reports."""
         team = self._team(team_id, rec.session.project_dir)
         team.lead_rec, team.lead_hooks = rec, hooks
-        if mode is not None:
-            team.lead_mode = mode
         return Seat(self, team, LEAD, rec)
+
+    def set_lead_mode(self, team_id: str, mode: PermissionMode) -> None:
+        """The permission mode of the lead's run: its teammates' runs are held to it at
+        least (AGT-1, TEAM-4)."""
+        team = self._teams.get(team_id)
+        if team is not None:
+            team.lead_mode = mode
 
     async def restore(self, team_id: str, project_dir: str) -> list[Member]:
         """Bring back the members of a team after a restart (roster from the store); those not
@@ -671,75 +668,47 @@ class TeamService:
 
     async def _run(self, team: _Team, member: Member, message: str) -> RunResult | None:
         assembler, spec = self._setup(member.role, member.worktree)
-        ports = assembler.ports
-        store = self._store
+        store, starter = self._store, self._starter
         session = await store.get_session(member.session_id)
         history = await store.active_path(member.session_id) if session is not None else []
-        now = self._clock.now()
         if session is None:
-            session = SessionInfo(
-                id=member.session_id,
+            session = starter.new_session(
+                session_id=member.session_id,
                 project_dir=team.project_dir,
-                created_at=now,
-                updated_at=now,
-                title=f"[teammate {member.name}] {member.role}"[:120],
+                title=f"[teammate {member.name}] {member.role}",
                 agent=member.role,
                 parent_session_id=team.id,
             )
-        run_info = RunInfo(
-            id=self._ids.new_id("run"),
-            session_id=session.id,
-            started_at=now,
-            model=spec.settings.model_label,
-        )
-        if ports.approver is not None:
-            named = NamedApprover(ports.approver, f"teammate {member.name}")
-            assembler = assembler.derived(dataclasses.replace(ports, approver=named))
+        lead = team.lead_running()
         # the lead's restrictions bind the teammate: its mode, and its session's plan mode
-        mode = team.lead_mode or assembler.policies.permissions.mode
-        bound = await bind_run(
-            assembler,
-            session_id=session.id,
-            resumed=bool(history),
-            parent=ParentRun(team.id, mode),
-            earlier=history,
-        )
-        assembler = bound.assembler
-        assembled = assembler.assemble(
-            spec,
-            session=session,
-            run_info=run_info,
-            history=history,
-            grants=team.grants,
-            earlier=history,
+        lineage = Lineage(
+            kind="teammate",
+            agent=member.role,
+            depth=1,
+            parent_session_id=team.id,
+            parent_run_id=lead.run_info.id if lead is not None else "",
+            parent_call_id="",
+            parent_mode=team.lead_mode,
+            label=f"teammate {member.name}",
+            worker=member.name,
             task_session_id=team.id,
             actor=member.name,
-            team=lambda rec, hooks: Seat(self, team, member.name, rec),
-            depth=1,
-            agent_id=member.role,
         )
-        rec = assembled.recorder
-        lead = team.lead_running()
-        link = {
-            "kind": "teammate",
-            "agent": member.role,
-            "child_session_id": session.id,
-            "child_run_id": run_info.id,
-            "parent_session_id": team.id,
-            "parent_run_id": lead.run_info.id if lead is not None else "",
-            "parent_call_id": "",
-            "task": message[:200],
-            "model": spec.settings.model_label,
-            "worker": member.name,
-        }
-        if member.runs == 0:
-            rec.event(ChildStarted, **link)
-            if lead is not None:
-                lead.event(ChildStarted, **link)
-        if bound.plan_event is not None:
-            rec.event(PlanModeChanged, **bound.plan_event)
+        prepared = await starter.prepare(
+            assembler,
+            spec,
+            lineage,
+            session=session,
+            message=message,
+            history=history,
+            resumed=bool(history),
+            grants=team.grants,
+            earlier=history,
+            team=lambda rec, hooks: Seat(self, team, member.name, rec),
+        )
+        first = member.runs == 0
         member.runs += 1
-        rec.event(
+        prepared.recorder.event(
             TeamChanged,
             team=team.id,
             member=member.name,
@@ -747,11 +716,7 @@ class TeamService:
             status="working",
             step=member.step,
         )
-        task = asyncio.create_task(
-            assembled.loop.run(rec, message, resumed=bool(history)),
-            name=f"soong-teammate-run-{run_info.id}",
-        )
-        assembled.run.attach(task)
+        task = starter.launch(prepared, parent=lead if first else None)
         await wait_bounded(task, self.limits.run_timeout_s, self.limits.cancel_timeout_s)
         if not task.done() or task.cancelled():
             return None
@@ -763,7 +728,7 @@ class TeamService:
                 kind="teammate",
                 agent=member.role,
                 child_session_id=session.id,
-                child_run_id=run_info.id,
+                child_run_id=prepared.run_info.id,
                 parent_call_id="",
                 status=result.status,
                 reason=result.reason,

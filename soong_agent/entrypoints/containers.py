@@ -70,6 +70,12 @@ def _plan_modes() -> Any:
     return PlanModes()
 
 
+def _run_starter(clock: Any, ids: Any) -> Any:
+    from soong_agent.application.runs.starter import RunStarter
+
+    return RunStarter(clock=clock, ids=ids)
+
+
 def _skills_of(knowledge: factories.Knowledge) -> Any:
     return knowledge.skills
 
@@ -207,6 +213,7 @@ class Services(containers.DeclarativeContainer):
         adapters.redactor,
         adapters.closables,
     )
+    run_starter = providers.Singleton(_run_starter, adapters.clock, adapters.ids)
     agent_setups = providers.Singleton(
         factories.agent_setups,
         loaded,
@@ -216,7 +223,7 @@ class Services(containers.DeclarativeContainer):
         adapters.secrets,
         adapters.knowledge,
     )
-    child_runs = providers.Singleton(factories.child_runs, loaded, agent_setups)
+    child_runs = providers.Singleton(factories.child_runs, loaded, agent_setups, run_starter)
     teams = providers.Singleton(
         factories.team_service,
         loaded,
@@ -225,6 +232,7 @@ class Services(containers.DeclarativeContainer):
         adapters.command_sandboxing,
         adapters.artifact_store,
         adapters.closables,
+        run_starter,
     )
     run_service = providers.Singleton(
         RunService,
@@ -237,6 +245,7 @@ class Services(containers.DeclarativeContainer):
         children=child_runs,
         orchestrator=providers.Callable(factories.orchestrator_spec, loaded, child_runs),
         teams=teams.provider,
+        starter=run_starter,
     )
 
 

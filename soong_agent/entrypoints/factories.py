@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from soong_agent.application.memory_extraction import MemoryExtraction
     from soong_agent.application.memory_recall import MemoryRecall
     from soong_agent.application.plan_mode import PlanModes
+    from soong_agent.application.runs.starter import RunStarter
     from soong_agent.application.teams import TeamService
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
@@ -700,7 +701,7 @@ def agent_presets(setups: AgentSetups) -> Callable[[str], ChildSetup]:
     return setups.root
 
 
-def child_runs(loaded: LoadedConfig, setups: AgentSetups) -> ChildRuns:
+def child_runs(loaded: LoadedConfig, setups: AgentSetups, starter: RunStarter) -> ChildRuns:
     """The runtime's child agents (AGT-2, AGT-4): how a child of each definition is put
     together (`AgentSetups.child`), the limits of `[agents]`, and the declared worker pools."""
     from soong_agent.application.child_runs import ChildLimits, ChildRuns, Worker, WorkerPool
@@ -735,7 +736,7 @@ def child_runs(loaded: LoadedConfig, setups: AgentSetups) -> ChildRuns:
         cancel_timeout_s=agents.child_cancel_timeout_ms / 1000,
         default_sub_agent=agents.default_sub_agent_definition,
     )
-    return ChildRuns(setups.child, limits, pools=[p for p in pools if p.workers])
+    return ChildRuns(setups.child, limits, pools=[p for p in pools if p.workers], starter=starter)
 
 
 def team_service(
@@ -745,6 +746,7 @@ def team_service(
     sandboxing: CommandSandboxing,
     artifacts: ArtifactStore,
     closables: list[Callable[[], Awaitable[None]]],
+    starter: RunStarter | None = None,
 ) -> TeamService:
     """The runtime's teams (issue 20): mailboxes under `<project>/.soong-agent/teams`, the
     task WALs, and a git worktree per teammate when `agents.worktrees` (default: when the
@@ -842,6 +844,7 @@ def team_service(
         ),
         worktrees=worktrees,
         artifacts=artifacts,
+        starter=starter,
     )
     closables.append(service.close)
     return service

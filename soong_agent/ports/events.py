@@ -327,6 +327,8 @@ class ChildStarted(_Event):
     model: str = ""
     pool: str | None = None
     worker: str | None = None
+    depth: int = 1
+    """How deep the child is: one more than its parent (a root run's children are 1)."""
 
 
 class ChildFinished(_Event):

@@ -74,6 +74,11 @@ class TeamSeat(Protocol):
 
     member: str
 
+    async def inbox(self) -> str:
+        """The mail that arrived since the last look, rendered for the model (marked read);
+        "" when there is none."""
+        ...
+
     async def spawn(self, definition: str, name: str, prompt: str, labels: list[str]) -> ToolOutput:
         """Add a teammate of agent definition `definition` named `name`; `prompt` is its
         first mail."""
