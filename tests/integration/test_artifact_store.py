@@ -16,10 +16,10 @@ import pytest
 
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
 from soong_agent.adapters.storage import SqliteSessionStore
-from soong_agent.adapters.storage.artifacts import SqliteArtifactStore, safe_filename
+from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 from soong_agent.application.tools.artifacts import read_artifact_tool
 from soong_agent.application.tools.base import ToolContext, ToolOutput
-from soong_agent.ports.artifacts import ArtifactStore
+from soong_agent.ports.artifacts import ArtifactStore, safe_filename
 from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit
 
 DATA = ("héllo wörld\n" * 2000).encode()

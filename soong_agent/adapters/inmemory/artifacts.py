@@ -10,26 +10,14 @@ another shape is unknown.
 from __future__ import annotations
 
 import hashlib
-import re
 
-from soong_agent.ports.artifacts import ArtifactInfo
+from soong_agent.ports.artifacts import (
+    ArtifactInfo,
+    check_session_id,
+    is_artifact_id,
+    safe_filename,
+)
 from soong_agent.ports.errors import UsageError
-
-_ID_RE = re.compile(r"art_[0-9a-f]{8,64}")
-_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_FILENAME_MAX = 120
-
-
-def safe_filename(name: str) -> str:
-    """A plain file name for `name`: its last path part, only ``[A-Za-z0-9._-]``, no leading dot."""
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).lstrip(".")
-    if len(base) > _FILENAME_MAX:
-        _, dot, ext = base.rpartition(".")
-        keep = ext if dot and 0 < len(ext) <= 16 else ""
-        base = base[: _FILENAME_MAX - len(keep) - 1].rstrip(".") + ("." + keep if keep else "")
-    return base or "artifact"
 
 
 class InMemoryArtifactStore:
@@ -50,8 +38,7 @@ class InMemoryArtifactStore:
     ) -> ArtifactInfo:
         """Keep `data` whole and its metadata; returns the new artifact."""
         self._check_open()
-        if not _SESSION_RE.fullmatch(session_id) or session_id.strip(".") == "":
-            raise UsageError(f"cannot store an artifact for session id {session_id!r}")
+        check_session_id(session_id)
         data = bytes(data)
         artifact_id = f"art_{len(self.infos) + 1:024x}"
         info = ArtifactInfo(
@@ -70,7 +57,7 @@ class InMemoryArtifactStore:
     async def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
         """Metadata of an artifact of this session, or None."""
         self._check_open()
-        if not _ID_RE.fullmatch(artifact_id):
+        if not is_artifact_id(artifact_id):
             return None
         info = self.infos.get(artifact_id)
         return info if info is not None and info.session_id == session_id else None

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import hashlib
 import os
-import re
 import secrets
 import sqlite3
 import time
@@ -28,26 +27,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from soong_agent.adapters.storage import sql, transactions
-from soong_agent.ports.artifacts import ArtifactInfo
+from soong_agent.ports.artifacts import (
+    ArtifactInfo,
+    check_session_id,
+    is_artifact_id,
+    safe_filename,
+)
 from soong_agent.ports.errors import RunError, UsageError
 
 _T = TypeVar("_T")
-
-_ID_RE = re.compile(r"art_[0-9a-f]{8,64}")
-_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_FILENAME_MAX = 120
-
-
-def safe_filename(name: str) -> str:
-    """A plain file name for `name`: its last path part, only ``[A-Za-z0-9._-]``, no leading dot."""
-    base = name.replace("\\", "/").rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).lstrip(".")
-    if len(base) > _FILENAME_MAX:
-        _, dot, ext = base.rpartition(".")
-        keep = ext if dot and 0 < len(ext) <= 16 else ""
-        base = base[: _FILENAME_MAX - len(keep) - 1].rstrip(".") + ("." + keep if keep else "")
-    return base or "artifact"
 
 
 class _Artifacts:
@@ -89,8 +77,7 @@ class _Artifacts:
     def save(
         self, session_id: str, run_id: str, filename: str, data: bytes, preview_chars: int
     ) -> ArtifactInfo:
-        if not _SESSION_RE.fullmatch(session_id) or session_id.strip(".") == "":
-            raise UsageError(f"cannot store an artifact for session id {session_id!r}")
+        check_session_id(session_id)
         conn = self.connection()
         artifact_id = "art_" + secrets.token_hex(12)
         name = safe_filename(filename)
@@ -125,7 +112,7 @@ class _Artifacts:
         return info
 
     def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
-        if not _ID_RE.fullmatch(artifact_id):
+        if not is_artifact_id(artifact_id):
             return None
         params = {"aid": artifact_id, "sid": session_id}
         rows = self.connection().execute(sql.GET_ARTIFACT, params).fetchall()
