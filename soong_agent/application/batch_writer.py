@@ -33,7 +33,7 @@ class GroupCommitWriter:
 
     def __init__(self, store: SessionStore, *, max_lag: int = 8) -> None:
         self._store = store
-        self._direct: bool = getattr(store, "commit_survives_cancel", False)
+        self._direct = store.commit_survives_cancel
         self._max_lag = max_lag
         self._queue: list[TurnCommit] = []
         self._task: asyncio.Task[None] | None = None

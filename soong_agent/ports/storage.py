@@ -56,15 +56,18 @@ class TurnCommit:
 class SessionStore(Protocol):
     """Durable sessions; two processes may use the same store at once."""
 
+    commit_survives_cancel: bool
+    """True when a commit, once called, goes through (or fails, the failure raised by the
+    next commit) even when its caller is cancelled, and the next commit comes after it: the
+    runtime then awaits its commits directly, a task and a few event-loop rounds fewer (both
+    built-in stores say True). False: the runtime awaits each commit in a task of its own,
+    shielded. Every store declares it (a class attribute will do)."""
+
     async def commit(self, batch: TurnCommit) -> None:
         """Write one turn's messages, events, and session/run state atomically.
 
-        The runtime never lets a run's cancellation abandon a commit half way: it awaits each
-        commit in a task of its own, shielded. A store whose commit, once called, goes through
-        (or fails, the failure raised by its next commit) even when its caller is cancelled,
-        and whose next commit comes after it, may say so with a class attribute
-        `commit_survives_cancel = True`: the runtime then awaits its commits directly, a task
-        and a few event-loop rounds fewer (both built-in stores do)."""
+        The runtime never lets a run's cancellation abandon a commit half way: how it awaits
+        the commit depends on `commit_survives_cancel`."""
         ...
 
     async def get_session(self, session_id: str) -> SessionInfo | None:

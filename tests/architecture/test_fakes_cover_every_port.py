@@ -153,6 +153,11 @@ def members(protocol: type) -> dict[str, Any]:
     }
 
 
+def attributes(protocol: type) -> list[str]:
+    """The data members a Protocol declares (``commit_survives_cancel: bool``)."""
+    return sorted(n for n in vars(protocol).get("__annotations__", {}) if not n.startswith("_"))
+
+
 def has_signature(member: Any) -> bool:
     try:
         inspect.signature(member)
@@ -188,6 +193,29 @@ def test_the_contract_suite_exists_and_names_fake_and_real(port: str) -> None:
     assert suite.is_file(), f"no contract suite {suite.name} for {port}"
     text = suite.read_text(encoding="utf-8")
     assert coverage.fake.__name__ in text
+
+
+@pytest.mark.parametrize("port", sorted(PORTS))
+def test_fake_and_real_adapters_declare_the_port_attributes(port: str) -> None:
+    """A data member of a port is declared by every implementation (a class attribute or
+    one set by its constructor): the runtime reads it directly, never probes for it."""
+    coverage = PORTS[port]
+    for implementation in (coverage.fake(), *coverage.reals):
+        for name in attributes(PROTOCOLS[port]):
+            if isinstance(implementation, type):
+                declared = name in vars(implementation) or any(
+                    name in vars(k).get("__annotations__", {}) for k in implementation.__mro__
+                )
+            else:
+                declared = hasattr(implementation, name)
+            shown = getattr(implementation, "__name__", type(implementation).__name__)
+            assert declared, f"{shown} does not declare {port}.{name}"
+
+
+def test_the_session_store_declares_whether_its_commit_survives_cancel() -> None:
+    assert attributes(PROTOCOLS["SessionStore"]) == ["commit_survives_cancel"]
+    assert testing.InMemorySessionStore.commit_survives_cancel is True
+    assert SqliteSessionStore.commit_survives_cancel is True
 
 
 @pytest.mark.parametrize("port", sorted(PORTS))
