@@ -113,6 +113,7 @@ class Adapters(containers.DeclarativeContainer):
     )
     mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
+    agent_source = providers.Singleton(factories.agent_source, loaded)
     recall_profile = providers.Singleton(factories.purpose_profile, loaded, "memory_recall")
     recall_provider = providers.Singleton(
         factories.purpose_provider,
@@ -222,14 +223,15 @@ class Services(containers.DeclarativeContainer):
         adapters.http_client.provider,
         adapters.secrets,
         adapters.knowledge,
+        adapters.agent_source,
+        adapters.command_sandboxing.provider,
     )
     child_runs = providers.Singleton(factories.child_runs, loaded, agent_setups, run_starter)
     teams = providers.Singleton(
         factories.team_service,
         loaded,
         assembler,
-        child_runs,
-        adapters.command_sandboxing,
+        agent_setups,
         adapters.artifact_store,
         adapters.closables,
         run_starter,

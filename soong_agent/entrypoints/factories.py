@@ -37,12 +37,13 @@ if TYPE_CHECKING:
     from soong_agent.application.memory_recall import MemoryRecall
     from soong_agent.application.plan_mode import PlanModes
     from soong_agent.application.runs.starter import RunStarter
+    from soong_agent.application.runs.variants import AgentVariants
     from soong_agent.application.teams import TeamService
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.domain.config.resolve import ResolvedProfile
     from soong_agent.domain.memory import MemoryPolicy
-    from soong_agent.entrypoints.agent_setups import AgentSetups
+    from soong_agent.ports.agents import AgentSource
     from soong_agent.ports.approval import Approver
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.system import Clock
@@ -680,6 +681,14 @@ def root_spec(
     )
 
 
+def agent_source(loaded: LoadedConfig) -> AgentSource:
+    """The agent definitions: the built-ins and `${SOONG_AGENT_HOME}/agents` (never a
+    project's), read at the first question."""
+    from soong_agent.adapters.agents import HomeAgentSource
+
+    return HomeAgentSource(loaded.home)
+
+
 def agent_setups(
     loaded: LoadedConfig,
     assembler: RunAssembler,
@@ -687,21 +696,37 @@ def agent_setups(
     client: Callable[[], httpx.AsyncClient],
     secrets: SecretSource,
     known: Knowledge,
-) -> AgentSetups:
-    """How a run of each agent definition is put together, root and child alike (AGT-1)."""
-    from soong_agent.entrypoints.agent_setups import AgentSetups
+    agents: AgentSource,
+    sandboxing: Callable[[], CommandSandboxing],
+) -> AgentVariants:
+    """How a run of each agent definition is put together: root, child and teammate alike
+    (AGT-1, TEAM-4), over the ports it needs (definitions, a model per profile, the skills,
+    a teammate's worktree)."""
+    from soong_agent.application.runs.variants import AgentVariants, late_tools
+    from soong_agent.application.tools.team import send_message_tool
+    from soong_agent.entrypoints.workspaces import ConfigProfileModels, WorktreeWorkspaces
 
-    return AgentSetups(loaded, assembler, root, client, secrets, skills=known.skills)
+    config = loaded.config
+    return AgentVariants(
+        config,
+        assembler,
+        root,
+        agents=agents,
+        models=ConfigProfileModels(loaded, client, secrets),
+        skills=known.skills,
+        workspaces=WorktreeWorkspaces(loaded, sandboxing),
+        member_tools=lambda: late_tools([send_message_tool()], config),
+    )
 
 
-def agent_presets(setups: AgentSetups) -> Callable[[str], ChildSetup]:
+def agent_presets(setups: AgentVariants) -> Callable[[str], ChildSetup]:
     """The set-up of a root run of each agent definition (AGT-1, AGT-3): definitions come
     from the built-ins and `${SOONG_AGENT_HOME}/agents` only; an unknown id is a UsageError
     listing the known ones."""
     return setups.root
 
 
-def child_runs(loaded: LoadedConfig, setups: AgentSetups, starter: RunStarter) -> ChildRuns:
+def child_runs(loaded: LoadedConfig, setups: AgentVariants, starter: RunStarter) -> ChildRuns:
     """The runtime's child agents (AGT-2, AGT-4): how a child of each definition is put
     together (`AgentSetups.child`), the limits of `[agents]`, and the declared worker pools."""
     from soong_agent.application.child_runs import ChildLimits, ChildRuns, Worker, WorkerPool
@@ -742,93 +767,25 @@ def child_runs(loaded: LoadedConfig, setups: AgentSetups, starter: RunStarter) -
 def team_service(
     loaded: LoadedConfig,
     assembler: RunAssembler,
-    children: ChildRuns,
-    sandboxing: CommandSandboxing,
+    setups: AgentVariants,
     artifacts: ArtifactStore,
     closables: list[Callable[[], Awaitable[None]]],
     starter: RunStarter | None = None,
 ) -> TeamService:
     """The runtime's teams (issue 20): mailboxes under `<project>/.soong-agent/teams`, the
     task WALs, and a git worktree per teammate when `agents.worktrees` (default: when the
-    project is a git repository). A teammate in a worktree reads and writes only there: its
-    file tools, its run_command and declarative tools (their OS sandbox's write root is the
-    worktree) are rebuilt for it."""
-    import dataclasses
-    import os
+    project is a git repository); a teammate is put together by `AgentVariants.member`."""
     from pathlib import Path
 
-    from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
     from soong_agent.adapters.mailbox import FileMailbox
-    from soong_agent.adapters.ossandbox.config import command_tmp_dir, policy_for_config
-    from soong_agent.adapters.process.runner import SubprocessRunner
-    from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.system.clock import SystemClock
     from soong_agent.adapters.tasks import FileTaskLog
     from soong_agent.adapters.worktrees import GitWorktrees
     from soong_agent.application.teams import TeamLimits, TeamService
-    from soong_agent.application.tools.base import ToolRegistry
-    from soong_agent.application.tools.catalog import apply_tool_config
-    from soong_agent.application.tools.declarative import add_declarative_tools
-    from soong_agent.application.tools.shell import run_command_tool
-    from soong_agent.application.tools.team import send_message_tool
 
     config = loaded.config
     project = Path(loaded.project)
     worktrees = None if config.agents.worktrees is False else GitWorktrees(project)
-    repo_root = next((p for p in (project, *project.parents) if (p / ".git").exists()), project)
-    inside = project.relative_to(repo_root)
-    built: dict[tuple[str, str | None], tuple[RunAssembler, RunSpec]] = {}
-
-    def setup(role: str, worktree: str | None) -> tuple[RunAssembler, RunSpec]:
-        key = (role, worktree)
-        if key in built:
-            return built[key]
-        child, spec = children.setup(role)
-        tools = [*spec.tools.tools(), *apply_tool_config([send_message_tool()], config.tools)[0]]
-        if worktree is not None:
-            where = str(Path(worktree) / inside)
-            tools_config = config.tools.model_copy(update={"allowed_write_roots": [where]})
-            policy = policy_for_config(
-                tools_config,
-                project=where,
-                agent_home=str(loaded.home),
-                session_db=config.context.session_db_path,
-                tmp_dir=command_tmp_dir(),
-                network=config.sandbox.network,
-            )
-            runner = SubprocessRunner(sandbox=sandboxing.choice.sandbox, policy=policy)
-            env, secrets = dict(os.environ), secret_names(loaded)
-            shell = run_command_tool(
-                runner=runner,
-                project=where,
-                tools=config.tools,
-                base_env=env,
-                secret_names=secrets,
-                sandbox_note=sandboxing.note,
-            )
-            specs, _ = load_enabled_declarative_tools(loaded.home / "tools", config.tools)
-            own, _ = add_declarative_tools(
-                [shell],
-                specs,
-                runner=runner,
-                project=where,
-                config=config.tools,
-                env=env,
-                secret_names=secrets,
-            )
-            rebuilt, _ = apply_tool_config(own, config.tools)
-            by_name = {t.name: t for t in rebuilt}
-            tools = [by_name.get(t.name, t) for t in tools]
-            fs = LocalFileSystem(
-                project=Path(where),
-                write_roots=[Path(where)],
-                sensitive=list(config.tools.sensitive_paths),
-                allow_tmp_write=config.tools.allow_tmp_write,
-            )
-            child = child.derived(dataclasses.replace(child.ports, fs=fs))
-        built[key] = (child, dataclasses.replace(spec, tools=ToolRegistry(tools)))
-        return built[key]
-
     agents = config.agents
     service = TeamService(
         store=assembler.ports.store,
@@ -836,7 +793,7 @@ def team_service(
         tasks=FileTaskLog(config.task.wal_dir, project=project),
         clock=SystemClock(),
         ids=assembler.ports.ids,
-        setup=setup,
+        setup=setups.member,
         limits=TeamLimits(
             max_teammates=agents.max_teammates,
             run_timeout_s=agents.default_child_timeout_ms / 1000,
