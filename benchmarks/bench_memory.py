@@ -30,7 +30,7 @@ from pathlib import Path
 
 from soong_agent.adapters.memory import FileMemoryStore
 from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts
-from soong_agent.application.memory_recall import MemoryRecall, RecallSettings
+from soong_agent.application.memory.recall import MemoryRecall, RecallSettings
 from soong_agent.application.tools.base import ToolRegistry
 from soong_agent.application.tools.files import file_tools
 from soong_agent.application.tools.skills import skills_tool

@@ -13,7 +13,7 @@ from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.child_runs import ORCHESTRATOR_MARK, ChildRuns
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.mcp_tools import loaded_in
-from soong_agent.application.memory_recall import MemoryRecall
+from soong_agent.application.memory.recall import MemoryRecall
 from soong_agent.application.recorder import RunRecorder
 from soong_agent.application.run_handle import Run
 from soong_agent.application.runs.lineage import Lineage
@@ -33,8 +33,8 @@ from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import SessionInfo
 
 if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
-    from soong_agent.application.memory_consolidation import MemoryConsolidation
-    from soong_agent.application.memory_extraction import MemoryExtraction
+    from soong_agent.application.memory.consolidation import MemoryConsolidation
+    from soong_agent.application.memory.extraction import MemoryExtraction
     from soong_agent.application.teams import Seat, TeamService
 
 

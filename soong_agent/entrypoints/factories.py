@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from soong_agent.application.assembly import RunAssembler, RunPolicies, RunSpec
     from soong_agent.application.child_runs import ChildRuns, ChildSetup
     from soong_agent.application.hooks import HookPipeline
-    from soong_agent.application.memory_consolidation import MemoryConsolidation
-    from soong_agent.application.memory_extraction import MemoryExtraction
-    from soong_agent.application.memory_recall import MemoryRecall
+    from soong_agent.application.memory.consolidation import MemoryConsolidation
+    from soong_agent.application.memory.extraction import MemoryExtraction
+    from soong_agent.application.memory.recall import MemoryRecall
     from soong_agent.application.plan_mode import PlanModes
     from soong_agent.application.runs.starter import RunStarter
     from soong_agent.application.runs.variants import AgentVariants
@@ -473,7 +473,7 @@ def memory_recall(
     """Recall (MEM-4) over the memory store; None without memory (`memory.enabled`)."""
     if known.memory is None:
         return None
-    from soong_agent.application.memory_recall import MemoryRecall, RecallSettings
+    from soong_agent.application.memory.recall import MemoryRecall, RecallSettings
 
     config = loaded.config.memory
     settings = RecallSettings(
@@ -499,7 +499,7 @@ def memory_extraction(
     extraction `CLOSE_TIMEOUT_S` to finish."""
     if known.memory is None or known.policy is None:
         return None
-    from soong_agent.application.memory_extraction import ExtractionSettings, MemoryExtraction
+    from soong_agent.application.memory.extraction import ExtractionSettings, MemoryExtraction
 
     config = loaded.config.memory
     extraction = MemoryExtraction(
@@ -533,7 +533,7 @@ def memory_consolidation(
     `memory.consolidate_min_hours`, after `consolidate_min_sessions` new sessions."""
     if known.memory is None or known.policy is None:
         return None
-    from soong_agent.application.memory_consolidation import (
+    from soong_agent.application.memory.consolidation import (
         ConsolidationSettings,
         MemoryConsolidation,
     )

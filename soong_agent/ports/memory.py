@@ -9,11 +9,16 @@ when its category changed).
 
 The store checks paths and names only; what may be stored at all is the memory policy's call
 (`soong_agent.domain.memory.MemoryPolicy`), made before `write`.
+
+The store also keeps the consolidation pass's lock (seed 002 "Dream"): one pass at a
+time across processes, and when the last one started.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -59,6 +64,16 @@ class MemoryCatalogue:
 
     def names(self) -> list[str]:
         return [entry.name for entry in self.entries]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsolidationClaim:
+    """The consolidation lock, held (`MemoryStore.consolidation_lock`): when the last pass
+    started (None: never) and `stamp(when)`, which records `when` as the start of the last
+    pass (0: never). `stamp` raises UsageError once the lock is released."""
+
+    last_pass: float | None
+    stamp: Callable[[float], None]
 
 
 class MemoryPathRefused(UsageError):
@@ -121,4 +136,15 @@ class MemoryStore(Protocol):
     def repair_index(self) -> bool:
         """Rebuild `MEMORY.md` from the files (and remove temporary files a crash left);
         True when the index had to change."""
+        ...
+
+    def last_consolidation(self) -> float | None:
+        """When the last consolidation pass started (the time its holder stamped), None when
+        none ever did. One look, no lock taken."""
+        ...
+
+    def consolidation_lock(self) -> AbstractContextManager[ConsolidationClaim | None]:
+        """The consolidation pass's lock, not waited for: the block gets a claim while this
+        caller holds it, None while another process or task does. Taking it makes the memory
+        folder (no memory); taken for the first time, it reads as never stamped."""
         ...

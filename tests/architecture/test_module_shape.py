@@ -40,23 +40,12 @@ MAX_FUNCTION_LINES = 80
 DATA_TABLE_MARK = "data table"
 
 KNOWN_CYCLES: list[frozenset[str]] = [
-    # application/assembly.py imports ChildRuns and Seat under TYPE_CHECKING; child_runs.py and
-    # teams.py import RunAssembler; run_policy.py sits between them. Issue 32 item 1 (the run
-    # starter) removes it.
+    # entrypoints/workspaces.py (the teammate's worktree workspace) imports factories.py, which
+    # imports it back to wire it: issue 32 item 1 (the composition root) removes it.
     frozenset(
         {
-            "soong_agent.application.assembly",
-            "soong_agent.application.child_runs",
-            "soong_agent.application.run_policy",
-            "soong_agent.application.teams",
-        }
-    ),
-    # entrypoints/factories.py and agent_setups.py call each other (child and teammate set-up
-    # as closures); issue 32 item 1 moves that set-up behind ports.
-    frozenset(
-        {
-            "soong_agent.entrypoints.agent_setups",
             "soong_agent.entrypoints.factories",
+            "soong_agent.entrypoints.workspaces",
         }
     ),
 ]
@@ -86,9 +75,6 @@ KNOWN_LONG_MODULES: set[str] = {
     "adapters/storage/sqlite_store.py",
     "adapters/web/fetcher.py",
     "adapters/worktrees/git.py",
-    "application/memory_consolidation.py",
-    "application/memory_extraction.py",
-    "application/memory_recall.py",
     "domain/agents.py",
     "domain/config/schema.py",
     "domain/config/validation_messages.py",
@@ -98,15 +84,12 @@ KNOWN_LONG_MODULES: set[str] = {
 }
 
 KNOWN_LONG_FUNCTIONS: set[str] = {
-    # issue 32 item 1: the three run starters become one
+    # issue 32 item 1 (application/ and entrypoints/ restructured)
     "application/assembly.py::RunAssembler.assemble",
-    "application/child_runs.py::ParentLink._run_child",
     "application/loop.py::AgentLoop._react",
     "application/run_service.py::RunService.start",
-    "application/teams.py::TeamService._run",
     "entrypoints/cli/main.py::run",
     "entrypoints/cli/render.py::Renderer.handle",
-    "entrypoints/factories.py::team_service",
     # TEMPORARY (split by this change, in progress)
     "adapters/ossandbox/policy.py::build_policy",
 }
@@ -117,13 +100,6 @@ KNOWN_APPLICATION_IO: set[str] = {
     "application/tools/shell.py::shutil.which",
     # whether a session's folder is the project: belongs to the file system port
     "application/run_service.py::os.path.realpath",
-    # TEMPORARY (moved behind the memory port by this change, in progress)
-    "application/memory_consolidation.py::os.close",
-    "application/memory_consolidation.py::os.fstat",
-    "application/memory_consolidation.py::os.makedirs",
-    "application/memory_consolidation.py::os.open",
-    "application/memory_consolidation.py::os.stat",
-    "application/memory_consolidation.py::os.utime",
 }
 
 

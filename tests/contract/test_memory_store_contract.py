@@ -1,6 +1,7 @@
 """The MemoryStore contract, run against the InMemoryMemoryStore fake and the FileMemoryStore
-on real files: names, categories, updates without duplicates, the index, refused paths, and the
-index repaired after a crash between a file and the index."""
+on real files: names, categories, updates without duplicates, the index, refused paths, the
+index repaired after a crash between a file and the index, and the consolidation lock (not
+waited for, its stamp seen by every process)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from soong_agent.adapters.memory import FileMemoryStore
 from soong_agent.adapters.memory.codec import dump
 from soong_agent.domain.memory import render_index
+from soong_agent.ports.errors import UsageError
 from soong_agent.ports.memory import (
     Memory,
     MemoryNotFound,
@@ -252,3 +254,49 @@ def test_repair_index_says_whether_it_changed_the_index(folder: Folder) -> None:
     folder.put_file(Memory("second", "Second", "user", "two"))
     assert folder.store.repair_index() is True
     assert folder.store.repair_index() is False
+
+
+# --- the consolidation lock --------------------------------------------------------------------
+
+
+def test_the_consolidation_lock_was_never_stamped_at_first(folder: Folder) -> None:
+    assert folder.store.last_consolidation() is None
+    with folder.store.consolidation_lock() as claim:
+        assert claim is not None and claim.last_pass is None
+    assert folder.store.last_consolidation() is None
+    assert folder.store.catalogue().entries == ()  # the lock is no memory …
+    assert not folder.store.surely_empty()  # … but the folder now exists
+
+
+def test_a_stamp_is_the_last_pass_for_every_process(folder: Folder) -> None:
+    when = START.timestamp() + 90
+    with folder.store.consolidation_lock() as claim:
+        assert claim is not None
+        claim.stamp(when)
+        assert folder.store.last_consolidation() == when
+    other = folder.restart()
+    assert other.last_consolidation() == when
+    with other.consolidation_lock() as claim:
+        assert claim is not None and claim.last_pass == when
+        claim.stamp(0)  # 0: never
+    assert folder.store.last_consolidation() is None
+
+
+def test_the_consolidation_lock_is_not_waited_for(folder: Folder) -> None:
+    with folder.store.consolidation_lock() as held:
+        assert held is not None
+        with folder.store.consolidation_lock() as second:  # another task
+            assert second is None
+        with folder.restart().consolidation_lock() as other:  # another process
+            assert other is None
+    with folder.restart().consolidation_lock() as later:  # released: anyone may take it
+        assert later is not None
+
+
+def test_a_released_claim_stamps_nothing(folder: Folder) -> None:
+    with folder.store.consolidation_lock() as claim:
+        assert claim is not None
+        claim.stamp(START.timestamp())
+    with pytest.raises(UsageError, match="no longer held"):
+        claim.stamp(START.timestamp() + 3600)
+    assert folder.store.last_consolidation() == START.timestamp()

@@ -1,6 +1,6 @@
 """The memory writer on real files: what it writes, the paths it refuses (`..`, absolute, a
-separator, symbolic links, hard links), atomic writes, the index repaired after a crash, and
-the `memory list|show|rm` command bodies."""
+separator, symbolic links, hard links), atomic writes, the index repaired after a crash, the
+consolidation lock file, and the `memory list|show|rm` command bodies."""
 
 from __future__ import annotations
 
@@ -134,6 +134,31 @@ def test_a_symlinked_index_is_replaced_never_followed(
     assert target.read_text(encoding="utf-8") == "echo hi\n"
     assert not (root / INDEX_FILE).is_symlink()
     assert "prefer_tabs" in (root / INDEX_FILE).read_text(encoding="utf-8")
+
+
+def test_the_consolidation_lock_is_a_file_of_its_own_stamped_by_its_mtime(
+    store: FileMemoryStore, root: Path
+) -> None:
+    with store.consolidation_lock() as claim:
+        assert claim is not None
+        assert tree(root) == [".consolidation.lock"]  # the folder, no index, no memory
+        assert os.stat(root / ".consolidation.lock").st_mtime == 0  # made: never ran
+        claim.stamp(1_767_225_600.0)
+    assert os.stat(root / ".consolidation.lock").st_mtime == 1_767_225_600.0
+    assert store.catalogue().entries == ()
+
+
+def test_a_symlinked_consolidation_lock_is_refused_never_followed(
+    store: FileMemoryStore, root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.write_text("x", encoding="utf-8")
+    os.utime(outside, (5.0, 5.0))
+    root.mkdir()
+    (root / ".consolidation.lock").symlink_to(outside)
+    with pytest.raises(OSError), store.consolidation_lock():
+        pass
+    assert os.stat(outside).st_mtime == 5.0 and outside.read_text(encoding="utf-8") == "x"
 
 
 def test_a_hard_linked_memory_file_is_not_read(

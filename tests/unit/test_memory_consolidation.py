@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import os
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from soong_agent.application.memory_consolidation import (
+from soong_agent.application.memory.consolidation import (
     ConsolidationSettings,
     MemoryConsolidation,
-    parse_operations,
 )
+from soong_agent.application.memory.consolidation_plan import parse_operations
 from soong_agent.domain.memory import MemoryPolicy
 from soong_agent.domain.memory.consolidation import (
     absolute_dates,
@@ -58,7 +57,6 @@ def setup(
         policy=MemoryPolicy(DictSecretRedactor({"KEY": KEY})),
         provider=model,
         clock=clock,
-        folder=str(tmp_path / "memory"),
         settings=ConsolidationSettings(**settings),
     )
     return job, store, model, clock
@@ -147,7 +145,7 @@ def test_dry_run_changes_nothing(tmp_path: Path) -> None:
     assert [s.kind for s in plan.steps] == ["delete"]
     assert plan.lines() == ["delete 'old_fact': obsolete"]
     assert store.files == before
-    assert not (tmp_path / "memory" / ".consolidation.lock").exists()
+    assert store.last_consolidation() is None  # no pass was claimed
 
 
 def test_policy_refuses_a_secret(tmp_path: Path) -> None:
@@ -189,8 +187,7 @@ def test_gates_and_lock(tmp_path: Path) -> None:
     clock.advance(1)
     first = asyncio.run(job.run())
     assert first.skipped is None and first.failed is None
-    lock = tmp_path / "memory" / ".consolidation.lock"
-    assert os.stat(lock).st_mtime == clock.now()
+    assert store.last_consolidation() == clock.now()
     clock.advance(3600)
     assert "h ago" in (asyncio.run(job.run()).skipped or "")
     clock.advance(DAY)
@@ -198,8 +195,8 @@ def test_gates_and_lock(tmp_path: Path) -> None:
     asyncio.run(new_session())
     asyncio.run(new_session())
     clock.advance(1)
-    with job.lock.held() as fd:  # another process holds the lock
-        assert fd is not None
+    with store.consolidation_lock() as claim:  # another process holds the lock
+        assert claim is not None
         assert asyncio.run(job.run()).skipped == "another process is consolidating"
     assert asyncio.run(job.run()).skipped is None
     assert len(model.calls) == 2
@@ -212,8 +209,7 @@ def test_a_run_starts_no_consolidation_job_while_the_last_pass_is_recent(tmp_pat
     assert asyncio.run(job.run()).skipped is None
     clock.advance(3600)
     assert not job.may_be_due()  # an hour after the pass: no job is started at all
-    lock = tmp_path / "memory" / ".consolidation.lock"
-    os.utime(lock, (clock.now() - 2 * DAY, clock.now() - 2 * DAY))  # set back from outside
+    store.last_pass = clock.now() - 2 * DAY  # set back from outside
     assert not job.may_be_due()  # not looked at again before the day has passed …
     clock.advance(DAY)
     assert job.may_be_due()  # … then the file says when the last pass was
@@ -230,7 +226,6 @@ def test_no_pass_and_no_memory_folder_while_nothing_is_remembered(tmp_path: Path
         policy=MemoryPolicy(DictSecretRedactor({"KEY": KEY})),
         provider=model,
         clock=clock,
-        folder=str(folder),
         settings=ConsolidationSettings(min_hours=0, min_sessions=0),
     )
     assert not job.may_be_due()
@@ -247,7 +242,7 @@ def test_model_failure_is_retried(tmp_path: Path) -> None:
     job, store, _model, _clock = setup(tmp_path, ScriptedResponse.text("no idea"), ops())
     store.write(mem("fact", "The user likes tea"))
     assert asyncio.run(job.run(force=True)).failed is not None
-    assert job.lock.last_pass() is None
+    assert store.last_consolidation() is None
     assert asyncio.run(job.run(force=True)).failed is None
 
 

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
-from soong_agent.application.memory_extraction import (
+from soong_agent.application.memory.extraction import (
     MARK_KEY,
-    ExtractionFailed,
     ExtractionSettings,
     MemoryExtraction,
+)
+from soong_agent.application.memory.extraction_model import (
+    ExtractionFailed,
     parse_operations,
     pending_messages,
 )

@@ -11,16 +11,14 @@ from typing import Any
 
 import pytest
 
-from soong_agent.application.memory_recall import (
-    CATALOGUE_HEADER,
+from soong_agent.application.memory.catalogue import CATALOGUE_HEADER, render_catalogue
+from soong_agent.application.memory.lexical import lexical_order, terms
+from soong_agent.application.memory.recall import (
     MEMORY_HEADER,
     MemoryRecall,
     RecallSettings,
-    lexical_order,
     parse_names,
-    render_catalogue,
     render_memories,
-    terms,
 )
 from soong_agent.domain.skills import estimate_tokens
 from soong_agent.ports.errors import ProviderError

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 
 from soong_agent.adapters.inmemory.fakes import FixedClock
 from soong_agent.domain.memory.index import render_index
 from soong_agent.domain.memory.paths import INDEX_FILE, check_name, check_path, memory_path
+from soong_agent.ports.errors import UsageError
 from soong_agent.ports.memory import (
     MEMORY_CATEGORIES,
+    ConsolidationClaim,
     Memory,
     MemoryCatalogue,
     MemoryEntry,
@@ -26,7 +30,9 @@ class InMemoryMemoryStore:
     path in `symlinks` stands for a symbolic link in the folder (refused to read and write).
     `files` and `index_text` are what the folder holds; `put_file` places a file without
     updating the index, as a crash between the two would leave it. Times come from `clock`
-    (a `FixedClock` by default).
+    (a `FixedClock` by default). The consolidation lock is a lock of this store: a second
+    taker (another task, or `restart()`'s store standing for another process) gets None while
+    it is held; `last_pass` is its stamp (None: never).
     """
 
     def __init__(self, memories: Iterable[Memory] = (), *, clock: Clock | None = None) -> None:
@@ -34,7 +40,10 @@ class InMemoryMemoryStore:
         self.files: dict[str, Memory] = {}
         self.symlinks: set[str] = set()
         self.index_text: str | None = None
+        self.last_pass: float | None = None
         self._repaired = False
+        self._folder_made = False
+        self._consolidating = threading.Lock()
         for memory in memories:
             self.write(memory)
 
@@ -60,7 +69,12 @@ class InMemoryMemoryStore:
         return MemoryCatalogue(tuple(entries), tuple(problems))
 
     def surely_empty(self) -> bool:
-        return not self.files and not self.symlinks and self.index_text is None
+        return (
+            not self.files
+            and not self.symlinks
+            and self.index_text is None
+            and not self._folder_made
+        )
 
     def read(self, name: str) -> Memory:
         check_name(name)
@@ -111,6 +125,28 @@ class InMemoryMemoryStore:
         if not self.files and self.index_text is None:
             return False
         return self._write_index()
+
+    def last_consolidation(self) -> float | None:
+        return self.last_pass
+
+    @contextlib.contextmanager
+    def consolidation_lock(self) -> Iterator[ConsolidationClaim | None]:
+        self._folder_made = True  # the real store makes the folder for its lock file
+        if not self._consolidating.acquire(blocking=False):
+            yield None
+            return
+        held = True
+
+        def stamp(when: float) -> None:
+            if not held:
+                raise UsageError("the consolidation lock is no longer held")
+            self.last_pass = when or None
+
+        try:
+            yield ConsolidationClaim(self.last_pass, stamp)
+        finally:
+            held = False
+            self._consolidating.release()
 
     # --- for tests -------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ is opened, by the kernel (`files`: ``O_NOFOLLOW`` relative to the folder's descr
 but regular files, atomic writes). The index is rebuilt from the files after each change; a
 crash between the two leaves a stale index, which the next store's first operation
 (`repair_index`) rebuilds. Processes sharing the folder take an `flock` on it: exclusive to
-change it, shared to read it.
+change it, shared to read it. The consolidation lock is a file of its own in the folder
+(`consolidation_lock`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from soong_agent.adapters.memory import codec
+from soong_agent.adapters.memory.consolidation_lock import ConsolidationLockFile
 from soong_agent.adapters.memory.files import (
     DIR_FLAGS,
     DIR_MODE,
@@ -43,6 +46,7 @@ from soong_agent.domain.memory.paths import (
 )
 from soong_agent.ports.memory import (
     MEMORY_CATEGORIES,
+    ConsolidationClaim,
     Memory,
     MemoryCatalogue,
     MemoryCategory,
@@ -72,6 +76,7 @@ class FileMemoryStore:
         self._clock = clock
         self._lock = threading.RLock()
         self._repaired = False
+        self._consolidation = ConsolidationLockFile(str(self._root))
 
     @property
     def root(self) -> str:
@@ -154,6 +159,12 @@ class FileMemoryStore:
                 for category in MEMORY_CATEGORIES:
                     remove_temp_files(opened, category)
                 return self._write_index(opened)
+
+    def last_consolidation(self) -> float | None:
+        return self._consolidation.last_pass()
+
+    def consolidation_lock(self) -> AbstractContextManager[ConsolidationClaim | None]:
+        return self._consolidation.held()
 
     # --- helpers -------------------------------------------------------------------------
 

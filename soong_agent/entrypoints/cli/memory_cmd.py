@@ -102,7 +102,7 @@ def memory_consolidate(path: str | None, dry_run: bool) -> int:
     def go() -> int:
         import asyncio
 
-        from soong_agent.application.memory_consolidation import (
+        from soong_agent.application.memory.consolidation import (
             ConsolidationSettings,
             MemoryConsolidation,
         )

@@ -11,10 +11,8 @@ The chosen memories' text becomes the ``memory`` part of the system prompt, with
 `memory_context_token_budget`; what does not fit is cut with a visible marker. A memory folder
 without memories costs nothing: no model is called and no part is added.
 
-When the whole catalogue does not fit its budget, it is listed most relevant first (BM25 against
-the message, then the most recently updated), and a last line counts the memories left out.
-Tokens are estimated at four characters each, like the skills catalogue: recall never loads a
-tokenizer.
+The catalogue (`catalogue`) and the lexical ranker (`lexical`) have modules of their own;
+recall never loads a tokenizer.
 """
 
 from __future__ import annotations
@@ -23,12 +21,14 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from soong_agent.application.memory.catalogue import render_catalogue
+from soong_agent.application.memory.lexical import LexicalIndex, catalogue_key
 from soong_agent.application.model_answers import FENCE, answer_text
-from soong_agent.domain.skills import estimate_tokens, one_line
+from soong_agent.domain.skills import one_line
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.memory import Memory, MemoryEntry, MemoryStore
 from soong_agent.ports.messages import user_text
@@ -39,8 +39,6 @@ RECALL_TIMEOUT_S = 4.0
 """How long the recall model may take (the run waits for it) before BM25 picks instead."""
 RECALL_OUTPUT_TOKENS = 400
 """The recall model's answer is a short list of names."""
-CATALOGUE_DESCRIPTION_CHARS = 160
-"""A description longer than this is cut in the catalogue."""
 MESSAGE_CHARS = 4_000
 """The part of the user's message the recall model is shown."""
 
@@ -56,7 +54,6 @@ MEMORY_HEADER = (
     "Memories from earlier sessions, recalled for this request. They may be out of date: what "
     "you see in the project and what the user says now win over them."
 )
-CATALOGUE_HEADER = "Memory catalogue (name [category]: description):"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,128 +83,7 @@ class Recalled:
         return {"names": list(self.names), "method": self.method, "reason": self.reason}
 
 
-# --- the lexical ranker ----------------------------------------------------------------------
-
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP_WORDS = (
-    "a an and are as at be but by do does for from has have how i if in into is it its me my "
-    "no not of on or our so that the their them then there these they this to too was we were "
-    "what when where which who why will with you your"
-)
-_STOP = frozenset(_STOP_WORDS.split(" "))
-
-
-def terms(text: str) -> list[str]:
-    """The words BM25 compares: lower case, letters and digits, no stop words, a plural's
-    ``s`` dropped (``tabs`` and ``tab`` are one term)."""
-    out = []
-    for word in _WORD.findall(text.lower()):
-        if len(word) < 2 or word in _STOP:
-            continue
-        plural = len(word) > 3 and word.endswith("s") and not word.endswith("ss")
-        out.append(word[:-1] if plural else word)
-    return out
-
-
-def _entry_terms(entry: MemoryEntry) -> list[str]:
-    return terms(f"{entry.name.replace('_', ' ').replace('-', ' ')} {entry.description}")
-
-
-class LexicalIndex:
-    """BM25 over a catalogue's names and descriptions, built once per catalogue (the terms of
-    each entry and the BM25 statistics are kept until the catalogue changes)."""
-
-    def __init__(self, entries: Sequence[MemoryEntry]) -> None:
-        self.entries = tuple(entries)
-        self.key = _catalogue_key(entries)
-        self._documents = [_entry_terms(e) for e in entries]
-        self._postings: dict[str, list[int]] = {}
-        for index, words in enumerate(self._documents):
-            for word in set(words):
-                self._postings.setdefault(word, []).append(index)
-        self._bm25: Any = None
-
-    def order(self, query: str) -> list[int]:
-        """Indexes of the entries that share a term with `query`, best BM25 score first (ties:
-        the most recently updated first)."""
-        wanted = sorted(set(terms(query)))
-        matching = sorted({i for word in wanted for i in self._postings.get(word, ())})
-        if not matching:
-            return []
-        if self._bm25 is None:
-            # BM25+ keeps every term's weight positive, even in a catalogue of one or two
-            # memories (BM25Okapi's idf is zero or negative there); entries without a shared
-            # term are left out above, so the constant it adds for absent terms changes no order
-            from rank_bm25 import BM25Plus  # type: ignore[import-untyped]
-
-            self._bm25 = BM25Plus(self._documents)
-        scores = self._bm25.get_batch_scores(wanted, matching)
-        entries = self.entries
-        ranked = sorted(
-            zip(matching, scores, strict=True),
-            key=lambda pair: (-float(pair[1]), -entries[pair[0]].updated.timestamp()),
-        )
-        return [index for index, _score in ranked]
-
-
-def _catalogue_key(entries: Sequence[MemoryEntry]) -> tuple[tuple[str, str, float], ...]:
-    return tuple((e.name, e.description, e.updated.timestamp()) for e in entries)
-
-
-def lexical_order(entries: Sequence[MemoryEntry], query: str) -> list[int]:
-    """`LexicalIndex(entries).order(query)`."""
-    return LexicalIndex(entries).order(query)
-
-
-# --- the catalogue and the memory part ------------------------------------------------------
-
-
-def catalogue_line(entry: MemoryEntry) -> str:
-    return (
-        f"- {entry.name} [{entry.category}]: "
-        f"{one_line(entry.description, CATALOGUE_DESCRIPTION_CHARS)}"
-    )
-
-
-def render_catalogue(
-    entries: Sequence[MemoryEntry],
-    budget_tokens: int,
-    *,
-    query: str = "",
-    relevance: Callable[[], list[int]] | None = None,
-) -> tuple[str, int]:
-    """The catalogue within `budget_tokens`, and how many memories it lists.
-
-    All of them in the store's order when they fit; else the most relevant to `query` first
-    (BM25, then the most recently updated) as many as fit, and a line counting the others.
-    `relevance` gives that order when the caller has it (`lexical_order(entries, query)`).
-    """
-    if not entries or budget_tokens <= 0:
-        return "", 0
-    lines = [catalogue_line(e) for e in entries]
-    whole = "\n".join([CATALOGUE_HEADER, *lines])
-    if estimate_tokens(whole) <= budget_tokens:
-        return whole, len(entries)
-    relevant = relevance() if relevance is not None else lexical_order(entries, query)
-    seen = set(relevant)
-    rest = sorted(
-        (i for i in range(len(entries)) if i not in seen),
-        key=lambda i: -entries[i].updated.timestamp(),
-    )
-    budget_chars = budget_tokens * 4
-    footer_room = len("\n(… and 00000 more memories, not listed)")
-    used = len(CATALOGUE_HEADER)
-    kept: list[str] = []
-    for i in [*relevant, *rest]:
-        cost = len(lines[i]) + 1
-        if used + cost + footer_room > budget_chars:
-            break
-        kept.append(lines[i])
-        used += cost
-    left = len(entries) - len(kept)
-    return "\n".join([CATALOGUE_HEADER, *kept, f"(… and {left} more memories, not listed)"]), len(
-        kept
-    )
+# --- the memory part ------------------------------------------------------------------------
 
 
 def _memory_block(memory: Memory) -> str:
@@ -319,7 +195,7 @@ class MemoryRecall:
     def lexical_index(self, entries: Sequence[MemoryEntry]) -> LexicalIndex:
         """The BM25 index of this catalogue (the last one is kept while it stays the same)."""
         index = self._index
-        if index is None or index.key != _catalogue_key(entries):
+        if index is None or index.key != catalogue_key(entries):
             index = self._index = LexicalIndex(entries)
         return index
 

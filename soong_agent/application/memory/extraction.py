@@ -12,12 +12,8 @@ extraction failed in `SWEEP_ATTEMPTS` sweeps is left until it changes: mark `FAI
 
 One extraction sends the pending messages (text only, each scrubbed by the redactor) and the
 current catalogue to the extraction model (`memory.extract_model_profile`, else the main
-model), which answers with JSON operations ``{"operations": [{"op": "create" | "update" |
-"delete", "name", "category", "description", "body"}]}``, validated with pydantic. Saving
-under a name that exists updates that memory (missing fields are kept from it; a create whose
-description is an existing memory's updates that one), so nothing is duplicated. Every create
-and update goes through the memory policy; a refused one is a rejection with its reasons and is
-not written.
+model), which answers with JSON operations (`extraction_model`). Every create and update goes
+through the memory policy, then the store (`extraction_writes`).
 
 Idempotence: the session's high-water mark (`SessionStore` mark ``memory_extraction``, the id
 of the last user message extracted) is set, compare-and-set, after the model answered and
@@ -38,32 +34,29 @@ next time.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
-
-from soong_agent.application.memory_recall import render_catalogue
-from soong_agent.application.model_answers import answer_text, operations_in
-from soong_agent.application.tools.memory import memory_rejected_fields
-from soong_agent.domain.memory import NAME_RULE, MemoryPolicy
+from soong_agent.application.memory.extraction_model import (
+    ExtractionFailed,
+    PendingMessage,
+    extraction_request,
+    parse_operations,
+    pending_messages,
+)
+from soong_agent.application.memory.extraction_writes import ExtractionReport, ExtractionWriter
+from soong_agent.application.memory.idle_waits import IdleWaits
+from soong_agent.application.memory.notices import Notice, Notices
+from soong_agent.application.model_answers import answer_text
+from soong_agent.domain.memory import MemoryPolicy
 from soong_agent.domain.skills import estimate_tokens
-from soong_agent.ports.defaults import no_items
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.events import ErrorEvent, MemoryRejected
-from soong_agent.ports.memory import (
-    Memory,
-    MemoryFileInvalid,
-    MemoryNotFound,
-    MemoryPathRefused,
-    MemoryStore,
-)
-from soong_agent.ports.messages import Message, TextBlock, user_text
-from soong_agent.ports.model import ModelProvider, ModelRequest, SystemPart
+from soong_agent.ports.memory import MemoryEntry, MemoryStore
+from soong_agent.ports.messages import Message
+from soong_agent.ports.model import ModelProvider
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.system import Clock
@@ -75,17 +68,10 @@ MARK_KEY = "memory_extraction"
 SWEPT_KEY = "memory_extraction_swept"
 """The session mark holding the session's `updated_at` when a sweep last found it done."""
 NOTHING = "no pending messages"
-SOURCE = "extraction"
-"""`MemoryRejected.source` of the job's rejections."""
 EXTRACT_TIMEOUT_S = 120.0
 """How long one extraction call may take before it counts as failed (and is retried later)."""
 CLOSE_TIMEOUT_S = 2.0
 """How long closing the runtime waits for a running extraction."""
-EXTRACT_OUTPUT_TOKENS = 2_000
-MESSAGE_CHARS = 4_000
-"""A pending message longer than this is cut before it is sent."""
-REQUEST_CHARS = 48_000
-"""The pending messages sent at once, at most (the latest ones are kept)."""
 SWEEP_SESSIONS = 20
 """How many of the most recently used sessions the idle sweep looks at."""
 FAILED_KEY = "memory_extraction_failed"
@@ -94,48 +80,6 @@ session's `updated_at` then: ``"<updated_at> <count>"``."""
 SWEEP_ATTEMPTS = 3
 """A session whose extraction failed in this many sweeps is not tried again by a sweep until it
 changes (each try is a model call: a model that cannot do it would be asked at every run)."""
-NOTICES_KEPT = 200
-
-EXTRACT_INSTRUCTION = f"""You maintain the long-term memory of a coding agent. You get the \
-current memory catalogue and the user's new messages. Keep only lasting facts worth knowing in \
-a later session that cannot be found again by reading the project:
-- user: who the user is, what they know, what they prefer;
-- feedback: how they want the work done (corrections, do and don't);
-- reference: where to find things outside the project (URLs, dashboards, trackers, documents).
-Never keep: file structure or directory listings, code signatures, the current task's \
-progress, branch or pull request names, the details of a fix, secrets (keys, tokens, \
-passwords). Update an existing memory (same name) instead of creating a near duplicate; delete \
-one the user says is wrong or obsolete. Names: {NAME_RULE}. Each memory holds one fact and \
-why it matters.
-Answer with JSON only: {{"operations": [{{"op": "create" or "update" or "delete", "name": \
-"...", "category": "user" or "feedback" or "reference", "description": "one line", "body": \
-"..."}}]}}, or {{"operations": []}} when nothing is worth remembering."""
-
-
-class MemoryOperation(BaseModel):
-    """One operation the extraction model asks for."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    op: Literal["create", "update", "delete"] = Field(
-        validation_alias=AliasChoices("op", "action", "operation")
-    )
-    name: str = Field(min_length=1)
-    category: str | None = Field(default=None, validation_alias=AliasChoices("category", "type"))
-    description: str = ""
-    body: str = Field(default="", validation_alias=AliasChoices("body", "content"))
-
-
-class ExtractionFailed(Exception):
-    """The extraction model's answer cannot be used (its messages stay pending)."""
-
-
-def parse_operations(answer: str) -> tuple[list[MemoryOperation], list[str]]:
-    """The operations of the model's answer and one line per entry that is not a valid
-    operation; `ExtractionFailed` when the answer is not ``{"operations": [...]}`` (or
-    ``{"memories": [...]}``) or a bare list (a code fence or words around the JSON are
-    tolerated)."""
-    return operations_in(answer, MemoryOperation, ExtractionFailed, keys=("operations", "memories"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,70 +96,6 @@ class ExtractionSettings:
     temperature: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PendingMessage:
-    id: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """Something the job reports to a run of `session_id`: an event class and its fields."""
-
-    session_id: str
-    event: type[MemoryRejected] | type[ErrorEvent]
-    fields: dict[str, Any]
-
-    def line(self) -> str:
-        if self.event is MemoryRejected:
-            return (
-                f"memory {self.fields['name']!r} not kept (extraction, session "
-                f"{self.session_id}): {'; '.join(self.fields['reasons'])}"
-            )
-        return f"memory extraction (session {self.session_id}): {self.fields['message']}"
-
-
-@dataclass(slots=True)
-class ExtractionReport:
-    """What one extraction did (or why it did nothing: `skipped`)."""
-
-    session_id: str
-    messages: int = 0
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    rejected: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    skipped: str | None = None
-    failed: str | None = None
-    notices: list[tuple[type[MemoryRejected] | type[ErrorEvent], dict[str, Any]]] = field(
-        default_factory=no_items
-    )
-    """What the writes have to report, reported by the job once they are done."""
-
-
-def pending_messages(messages: Sequence[Message], mark: str | None) -> list[PendingMessage]:
-    """The user messages written after the one `mark` names (all of them without a mark),
-    text only; a message whose text equals a user message at or before the mark (a copy made
-    by compaction) is not pending again."""
-    start = 0
-    if mark is not None:
-        for index, message in enumerate(messages):
-            if message.id == mark:
-                start = index + 1
-                break
-    seen = {_text(m) for m in messages[:start] if _is_user(m)}
-    out: list[PendingMessage] = []
-    for message in messages[start:]:
-        if not _is_user(message):
-            continue
-        text = _text(message)
-        if text.strip() and text not in seen:
-            out.append(PendingMessage(message.id, text))
-            seen.add(text)
-    return out
-
-
 def _attempts(mark: str | None, updated_at: float) -> int:
     """The failed sweeps a `FAILED_KEY` mark counts for the session as it is now (none once
     it changed, or for a mark that is not one)."""
@@ -225,14 +105,6 @@ def _attempts(mark: str | None, updated_at: float) -> int:
     if stamp != repr(updated_at) or not count.isdigit():
         return 0
     return int(count)
-
-
-def _is_user(message: Message) -> bool:
-    return message.role == "user" and message.kind == "normal"
-
-
-def _text(message: Message) -> str:
-    return "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
 
 
 class MemoryExtraction:
@@ -251,25 +123,19 @@ class MemoryExtraction:
     ) -> None:
         self._sessions = sessions
         self._memory = memory
-        self._policy = policy
+        self._writer = ExtractionWriter(memory, policy)
         self._provider = provider
         self._clock = clock
         self.settings = settings or ExtractionSettings()
         self._redactor = redactor
         self._lock = asyncio.Lock()  # one extraction at a time
         self._jobs: set[asyncio.Task[None]] = set()
-        self._idle: dict[str, float] = {}
-        """The sessions waiting to be idle and when (loop time) they will be, oldest first:
-        every wait lasts `settings.idle_seconds` (fixed for the job's life: a changed value
-        would only take effect after the waits already running), so the deadlines come in the
-        order of the entries and one timer, set for the first of them, serves all (a runtime
-        serving thousands of sessions keeps a dict entry for each, not a timer)."""
-        self._idle_timer: asyncio.TimerHandle | None = None
+        self._idle = IdleWaits(self._idle_ended)
         self._writing: set[asyncio.Future[ExtractionReport]] = set()
         self._swept = False
         self._closed = False
-        self._undelivered: dict[str, list[Notice]] = {}
-        self.notices: deque[Notice] = deque(maxlen=NOTICES_KEPT)
+        self._notices = Notices()
+        self.notices = self._notices.recent
         """Everything the job reported, newest last (the last `NOTICES_KEPT`)."""
 
     # --- what the runtime tells it -------------------------------------------------------------
@@ -277,8 +143,8 @@ class MemoryExtraction:
     def run_started(self, session_id: str) -> list[Notice]:
         """A run of `session_id` starts: its idle wait ends; returns the notices of that
         session not yet recorded in one of its runs (the caller records them)."""
-        self._idle.pop(session_id, None)  # (the timer finds the next one when it fires)
-        return self._undelivered.pop(session_id, [])
+        self._idle.end(session_id)
+        return self._notices.take(session_id)
 
     def run_ended(self, session_id: str, messages: Sequence[Message] | None = None) -> None:
         """A run of `session_id` ended: extract now if its pending messages are due, else wait
@@ -309,17 +175,14 @@ class MemoryExtraction:
 
     def waiting_idle(self) -> list[str]:
         """The sessions whose idle wait is running."""
-        return list(self._idle)
+        return self._idle.sessions()
 
     async def aclose(self, timeout_s: float | None = None) -> None:
         """Stop: idle waits end at once; a running extraction gets `timeout_s` (default
         `settings.close_timeout_s`) to finish, then is cancelled (its messages stay pending);
         writes already under way always finish (they are local and short)."""
         self._closed = True
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-        self._idle.clear()
+        self._idle.close()
         jobs = set(self._jobs)
         if jobs:
             limit = self.settings.close_timeout_s if timeout_s is None else timeout_s
@@ -381,7 +244,9 @@ class MemoryExtraction:
                 report.notices.append(
                     (ErrorEvent, {"kind": "memory_extraction", "message": problem})
                 )
-            writing = asyncio.ensure_future(asyncio.to_thread(self._apply, operations, report))
+            writing = asyncio.ensure_future(
+                asyncio.to_thread(self._writer.apply, operations, report)
+            )
             self._writing.add(writing)
             writing.add_done_callback(self._written)
             return await asyncio.shield(writing)
@@ -454,8 +319,7 @@ class MemoryExtraction:
         idle = self.settings.idle_seconds
         if self.due(pending) or idle <= 0:
             return True
-        if not self._closed:
-            self._wait_idle(session_id, idle)
+        self._idle.start(session_id, idle)  # (none once closed)
         return False
 
     async def _after_run(self, session_id: str, due: bool | None) -> None:
@@ -477,29 +341,8 @@ class MemoryExtraction:
                 message=f"memory extraction failed: {type(exc).__name__}: {exc}",
             )
 
-    def _wait_idle(self, session_id: str, seconds: float) -> None:
-        loop = asyncio.get_running_loop()
-        self._idle.pop(session_id, None)  # a new wait goes to the end: the newest
-        self._idle[session_id] = at = loop.time() + seconds
-        if self._idle_timer is None:
-            self._idle_timer = loop.call_at(at, self._idle_due)
-
-    def _idle_due(self) -> None:
-        """The first wait (or one after it) ended: start the extraction of every session
-        idle by now, and set the timer for the next wait to end."""
-        self._idle_timer = None
-        if self._closed:
-            return
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        idle = self._idle
-        while idle:
-            session_id, at = next(iter(idle.items()))
-            if at > now:
-                self._idle_timer = loop.call_at(at, self._idle_due)
-                return
-            del idle[session_id]
-            self._start(self._idle_extract(session_id), f"soong-memory-idle-{session_id}")
+    def _idle_ended(self, session_id: str) -> None:
+        self._start(self._idle_extract(session_id), f"soong-memory-idle-{session_id}")
 
     async def _idle_extract(self, session_id: str) -> None:
         try:
@@ -516,95 +359,15 @@ class MemoryExtraction:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    async def _ask(self, entries: Sequence[Any], pending: Sequence[PendingMessage]) -> str:
-        texts: list[str] = []
-        used = 0
-        for message in reversed(pending):  # the latest first, within REQUEST_CHARS
-            text = message.text
-            if len(text) > MESSAGE_CHARS:
-                text = text[:MESSAGE_CHARS] + " […]"
-            if self._redactor is not None:
-                text = self._redactor.redact(text)
-            if texts and used + len(text) > REQUEST_CHARS:
-                break
-            texts.append(text)
-            used += len(text)
-        texts.reverse()
-        query = "\n".join(texts)
-        catalogue, _listed = render_catalogue(
-            entries, self.settings.catalog_max_tokens, query=query
-        )
-        numbered = "\n\n".join(f"[{i}] {text}" for i, text in enumerate(texts, 1))
-        request = ModelRequest(
-            system=[SystemPart(label="memory_extraction", text=EXTRACT_INSTRUCTION)],
-            messages=[
-                user_text(
-                    f"{catalogue or 'The memory is empty.'}\n\n"
-                    f"The user's new messages, oldest first:\n\n{numbered}"
-                )
-            ],
-            tools=(),
-            max_output_tokens=EXTRACT_OUTPUT_TOKENS,
+    async def _ask(self, entries: Sequence[MemoryEntry], pending: Sequence[PendingMessage]) -> str:
+        request = extraction_request(
+            entries,
+            pending,
+            catalog_max_tokens=self.settings.catalog_max_tokens,
             temperature=self.settings.temperature,
+            redactor=self._redactor,
         )
         return await answer_text(self._provider, request)
-
-    def _apply(
-        self, operations: Sequence[MemoryOperation], report: ExtractionReport
-    ) -> ExtractionReport:
-        """Write the operations through the policy and the store (in a worker thread)."""
-        store = self._memory
-        for op in operations:
-            try:
-                if op.op == "delete":
-                    try:
-                        store.delete(op.name)
-                        report.deleted.append(op.name)
-                    except MemoryNotFound:
-                        report.problems.append(f"delete {op.name!r}: no such memory")
-                    continue
-                self._save(op, report)
-            except SoongAgentError as exc:
-                message = f"{op.op} {op.name!r} not done: {exc}"
-                report.problems.append(message)
-                report.notices.append(
-                    (ErrorEvent, {"kind": "memory_extraction", "message": message})
-                )
-        return report
-
-    def _save(self, op: MemoryOperation, report: ExtractionReport) -> None:
-        store = self._memory
-        name = op.name.strip()
-        existing = self._existing(name)
-        if existing is None and op.description.strip():
-            same = op.description.strip().casefold()
-            for entry in store.catalogue().entries:
-                if entry.description.strip().casefold() == same:
-                    name, existing = entry.name, self._existing(entry.name)
-                    break
-        verdict = self._policy.review(
-            name=name,
-            description=op.description or (existing.description if existing else ""),
-            body=op.body or (existing.body if existing else ""),
-            category=op.category or (existing.category if existing else None),
-        )
-        if not verdict.accepted:
-            report.rejected.append(name)
-            report.notices.append((MemoryRejected, memory_rejected_fields(verdict, source=SOURCE)))
-            return
-        created = existing.created if existing is not None else None
-        store.write(dataclasses.replace(verdict.memory, created=created))
-        (report.updated if existing is not None else report.created).append(name)
-
-    def _existing(self, name: str) -> Memory | None:
-        try:
-            return self._memory.read(name)
-        except MemoryNotFound:
-            return None
-        except MemoryPathRefused:  # a name that can never be a memory's: the policy says why
-            return None
-        except MemoryFileInvalid:  # a broken file under that name: the memory replaces it
-            return None
 
     def _failed(self, report: ExtractionReport, reason: str) -> ExtractionReport:
         report.failed = reason
@@ -619,14 +382,7 @@ class MemoryExtraction:
     def _notify(
         self, session_id: str, event: type[MemoryRejected] | type[ErrorEvent], **fields: Any
     ) -> None:
-        if event is ErrorEvent:
-            fields.setdefault("fatal", False)
-        notice = Notice(session_id, event, fields)
-        self.notices.append(notice)
-        undelivered = self._undelivered.setdefault(session_id, [])
-        undelivered.append(notice)
-        del undelivered[:-NOTICES_KEPT]
-        log.warning("%s", notice.line())
+        self._notices.add(session_id, event, **fields)
 
     def __repr__(self) -> str:
         return f"MemoryExtraction(jobs={len(self._jobs)}, idle={len(self._idle)})"
