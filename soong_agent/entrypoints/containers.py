@@ -30,12 +30,12 @@ def _todo_board() -> Any:
     return TodoBoard()
 
 
-def _todo_reader(board: Any, loaded: Any) -> Any:
+def _todo_reader(board: Any, loaded: Any, tasks_log: Any, clock: Any) -> Any:
     """What compaction carries over as the plan of the work: the run's todo list, the
     session's active plan (PLAN-1) and its task board (TASK-2)."""
     from soong_agent.application.tools.todo import render_todos
 
-    tasks = factories.task_board_reader(loaded)
+    tasks = factories.task_board_reader(loaded, tasks_log, clock)
     plan = factories.active_plan_reader(loaded)
 
     def read(session_id: str) -> str:
@@ -114,6 +114,9 @@ class Adapters(containers.DeclarativeContainer):
     mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
     agent_source = providers.Singleton(factories.agent_source, loaded)
+    task_log = providers.Singleton(factories.task_log, loaded)
+    mailbox = providers.Singleton(factories.mailbox, loaded)
+    worktrees = providers.Singleton(factories.worktrees, loaded)
     recall_profile = providers.Singleton(factories.purpose_profile, loaded, "memory_recall")
     recall_provider = providers.Singleton(
         factories.purpose_provider,
@@ -155,6 +158,8 @@ class Services(containers.DeclarativeContainer):
         adapters.knowledge,
         plan_modes,
         approver,
+        adapters.task_log,
+        adapters.clock,
     )
     ports = providers.Singleton(
         RunPorts,
@@ -180,8 +185,12 @@ class Services(containers.DeclarativeContainer):
         RunAssembler,
         ports,
         policies,
-        todos=providers.Callable(_todo_reader, todo_board, loaded),
-        task_board=providers.Callable(factories.task_board_reader, loaded),
+        todos=providers.Callable(
+            _todo_reader, todo_board, loaded, adapters.task_log, adapters.clock
+        ),
+        task_board=providers.Callable(
+            factories.task_board_reader, loaded, adapters.task_log, adapters.clock
+        ),
     )
     root_spec = providers.Singleton(
         factories.root_spec, loaded, catalog, adapters.main_profile, adapters.model_provider
@@ -235,6 +244,9 @@ class Services(containers.DeclarativeContainer):
         adapters.artifact_store,
         adapters.closables,
         run_starter,
+        adapters.mailbox,
+        adapters.task_log,
+        adapters.worktrees,
     )
     run_service = providers.Singleton(
         RunService,

@@ -45,8 +45,11 @@ if TYPE_CHECKING:
     from soong_agent.domain.memory import MemoryPolicy
     from soong_agent.ports.agents import AgentSource
     from soong_agent.ports.approval import Approver
+    from soong_agent.ports.mailbox import Mailbox
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.system import Clock
+    from soong_agent.ports.tasks import TaskLog
+    from soong_agent.ports.worktrees import Worktrees
 
 
 def main_profile(loaded: LoadedConfig) -> ResolvedProfile:
@@ -212,6 +215,8 @@ def tool_catalog(
     knowledge: Knowledge | None = None,
     plan_modes: PlanModes | None = None,
     approver: Approver | None = None,
+    tasks: TaskLog | None = None,
+    clock: Clock | None = None,
 ) -> ToolCatalog:
     """Built-in tools, declarative tools from the home, the SDK caller's Python tools, then
     `tools.disabled`/`overrides`. A Python tool named like another tool is a UsageError.
@@ -237,6 +242,12 @@ def tool_catalog(
     project = str(loaded.project)
     secrets = secret_names(loaded)
     env = dict(os.environ)
+    if tasks is None:
+        tasks = task_log(loaded)
+    if clock is None:
+        from soong_agent.adapters.system.clock import SystemClock
+
+        clock = SystemClock()
     tools = [
         *file_tools(),
         run_command_tool(
@@ -255,7 +266,7 @@ def tool_catalog(
                 *(agent_tools() if loaded.config.agents.max_children_per_run > 0 else ()),
                 *(knowledge.tools if knowledge is not None else ()),
                 *_plan_tools(loaded, plan_modes, approver),
-                *_task_tools(loaded),
+                *_task_tools(loaded, tasks, clock),
             ]
         ),
     ]
@@ -338,15 +349,12 @@ def active_plan_reader(loaded: LoadedConfig) -> Callable[[str], str]:
     return read
 
 
-def task_board_reader(loaded: LoadedConfig) -> Callable[[str], str]:
+def task_board_reader(loaded: LoadedConfig, log: TaskLog, clock: Clock) -> Callable[[str], str]:
     """The task board of a session, as the system prompt and compaction show it (TASK-2):
     read from the WAL files, cut to `task.task_board_token_budget`; "" without tasks."""
-    from soong_agent.adapters.system.clock import SystemClock
-    from soong_agent.adapters.tasks import FileTaskLog
     from soong_agent.application.tools.tasks import task_board_text
 
     task = loaded.config.task
-    log, clock = FileTaskLog(task.wal_dir, project=loaded.project), SystemClock()
     folder = os.fspath(task.wal_dir)
 
     def read(session_id: str) -> str:
@@ -364,17 +372,38 @@ def task_board_reader(loaded: LoadedConfig) -> Callable[[str], str]:
     return read
 
 
-def _task_tools(loaded: LoadedConfig) -> list[Tool]:
-    """The task-graph tools over the project's WAL files (TASK-1, TASK-2)."""
-    from soong_agent.adapters.system.clock import SystemClock
+def task_log(loaded: LoadedConfig) -> TaskLog:
+    """The Task WAL files of `task.wal_dir` (TASK-1): every task tool, the board and the
+    teams read and write them through this one log."""
     from soong_agent.adapters.tasks import FileTaskLog
+
+    return FileTaskLog(loaded.config.task.wal_dir, project=loaded.project)
+
+
+def mailbox(loaded: LoadedConfig) -> Mailbox:
+    """The teams' inboxes under `<project>/.soong-agent/teams` (TEAM-2)."""
+    from soong_agent.adapters.mailbox import FileMailbox
+
+    return FileMailbox(loaded.project / ".soong-agent" / "teams", project=loaded.project)
+
+
+def worktrees(loaded: LoadedConfig) -> Worktrees | None:
+    """A git worktree per teammate (TEAM-4), unless `agents.worktrees = false`."""
+    if loaded.config.agents.worktrees is False:
+        return None
+    from soong_agent.adapters.worktrees import GitWorktrees
+
+    return GitWorktrees(loaded.project)
+
+
+def _task_tools(loaded: LoadedConfig, log: TaskLog, clock: Clock) -> list[Tool]:
+    """The task-graph tools over the project's WAL files (TASK-1, TASK-2)."""
     from soong_agent.application.tools.tasks import task_tools
 
     task = loaded.config.task
-    log = FileTaskLog(task.wal_dir, project=loaded.project)
     return task_tools(
         log,
-        SystemClock(),
+        clock,
         task.step_lease_timeout_ms,
         recent_limit=task.task_recent_changes_limit,
         recent_window_minutes=task.task_recent_changes_window_minutes,
@@ -703,10 +732,15 @@ def agent_setups(
     (AGT-1, TEAM-4), over the ports it needs (definitions, a model per profile, the skills,
     a teammate's worktree)."""
     from soong_agent.application.runs.variants import AgentVariants, late_tools
-    from soong_agent.application.tools.team import send_message_tool
     from soong_agent.entrypoints.workspaces import ConfigProfileModels, WorktreeWorkspaces
 
     config = loaded.config
+
+    def member_tools() -> list[Tool]:  # (a teammate's: imported only when teams are used)
+        from soong_agent.application.tools.team import send_message_tool
+
+        return late_tools([send_message_tool()], config)
+
     return AgentVariants(
         config,
         assembler,
@@ -715,7 +749,7 @@ def agent_setups(
         models=ConfigProfileModels(loaded, client, secrets),
         skills=known.skills,
         workspaces=WorktreeWorkspaces(loaded, sandboxing),
-        member_tools=lambda: late_tools([send_message_tool()], config),
+        member_tools=member_tools,
     )
 
 
@@ -770,28 +804,22 @@ def team_service(
     setups: AgentVariants,
     artifacts: ArtifactStore,
     closables: list[Callable[[], Awaitable[None]]],
-    starter: RunStarter | None = None,
+    starter: RunStarter,
+    inboxes: Mailbox,
+    tasks: TaskLog,
+    trees: Worktrees | None,
 ) -> TeamService:
     """The runtime's teams (issue 20): mailboxes under `<project>/.soong-agent/teams`, the
     task WALs, and a git worktree per teammate when `agents.worktrees` (default: when the
     project is a git repository); a teammate is put together by `AgentVariants.member`."""
-    from pathlib import Path
-
-    from soong_agent.adapters.mailbox import FileMailbox
-    from soong_agent.adapters.system.clock import SystemClock
-    from soong_agent.adapters.tasks import FileTaskLog
-    from soong_agent.adapters.worktrees import GitWorktrees
     from soong_agent.application.teams import TeamLimits, TeamService
 
-    config = loaded.config
-    project = Path(loaded.project)
-    worktrees = None if config.agents.worktrees is False else GitWorktrees(project)
-    agents = config.agents
+    agents = loaded.config.agents
     service = TeamService(
         store=assembler.ports.store,
-        mailbox=FileMailbox(project / ".soong-agent" / "teams", project=project),
-        tasks=FileTaskLog(config.task.wal_dir, project=project),
-        clock=SystemClock(),
+        mailbox=inboxes,
+        tasks=tasks,
+        clock=assembler.ports.clock,
         ids=assembler.ports.ids,
         setup=setups.member,
         limits=TeamLimits(
@@ -799,7 +827,7 @@ def team_service(
             run_timeout_s=agents.default_child_timeout_ms / 1000,
             cancel_timeout_s=agents.child_cancel_timeout_ms / 1000,
         ),
-        worktrees=worktrees,
+        worktrees=trees,
         artifacts=artifacts,
         starter=starter,
     )
