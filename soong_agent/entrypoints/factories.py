@@ -135,6 +135,7 @@ def model_provider(
         "api_key": api_key_reader(profile, secrets),
         "retry": RetryPolicy.from_config(model.retry),
         "timeout_s": model.timeout_ms / 1000,
+        "idle_timeout_s": model.idle_timeout_ms / 1000,
     }
     if model.provider == "openai":
         from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider

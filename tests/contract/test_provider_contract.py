@@ -43,7 +43,7 @@ from tests.contract.provider_matrix import (
     Sleeps,
     stalled,
 )
-from tests.support.fake_openai import Framing
+from tests.support.fake_openai import Framing, ScriptedResponse
 
 # The kind each failure case must be reported as, unless the kit declares that its provider
 # cannot tell that case apart (Failure.kind).
@@ -466,19 +466,76 @@ async def test_cut_streams_are_retried_at_most_stream_max_retries_times(
     assert_safe_message(info.value, server.base_url)
 
 
-async def test_read_timeout_is_a_retried_timeout_error(
+def timed_provider(
+    kit: ProviderKit,
+    client: httpx.AsyncClient,
+    base_url: str,
+    *,
+    sleep: Sleeps,
+    timeout_s: float,
+    idle_timeout_s: float,
+    retry: RetryPolicy = POLICY,
+) -> ModelProvider:
+    """The kit's adapter with both limits of a call set (`kit.provider` sets the first only)."""
+    return kit.adapter(
+        client=client,
+        base_url=base_url,
+        model=kit.model,
+        api_key=lambda: CANARY_KEY,
+        retry=retry,
+        timeout_s=timeout_s,
+        idle_timeout_s=idle_timeout_s,
+        sleep=sleep,
+        rand=lambda: JITTER,
+    )
+
+
+async def test_a_silent_server_is_an_idle_timeout_that_is_retried(
     kit: ProviderKit, server: FakeServer, client: httpx.AsyncClient, sleeps: Sleeps
 ) -> None:
     retry = RetryPolicy(max_attempts=2, initial_backoff_s=0.2)
-    server.enqueue(*(stalled(kit.text("too slow", 2).with_delay(2.0)) for _ in range(2)))
-    provider = kit.provider(client, server.base_url, sleep=sleeps, retry=retry, timeout_s=0.3)
+    server.enqueue(*(stalled(kit.text("too slow", 2).with_delay(5.0)) for _ in range(2)))
+    provider = timed_provider(
+        kit, client, server.base_url, sleep=sleeps, retry=retry, timeout_s=30, idle_timeout_s=0.3
+    )
     err = await failure_of(provider)
 
     assert err.kind == "timeout"
     assert err.retryable
+    assert "model.idle_timeout_ms = 300" in err.detail
     assert len(server.requests) == 2
     assert len(sleeps.delays) == 1
     assert_safe_message(err, server.base_url)
+
+
+def trickle(kit: ProviderKit) -> ScriptedResponse:
+    """Headers, then a keep-alive (an SSE comment, or a blank NDJSON line) every 0.1 s for a
+    minute, and never an answer."""
+    keep_alive = b"\n" if kit.name == "ollama" else b": keep-alive\n\n"
+    head = kit.text("never sent", 1)
+    return ScriptedResponse(headers=list(head.headers), chunks=[keep_alive] * 600, delay_s=0.1)
+
+
+async def test_a_trickling_server_is_stopped_by_the_whole_call_limit_and_not_retried(
+    kit: ProviderKit, server: FakeServer, client: httpx.AsyncClient, sleeps: Sleeps
+) -> None:
+    server.enqueue(trickle(kit), kit.text("next call", 2))
+    provider = timed_provider(
+        kit, client, server.base_url, sleep=sleeps, timeout_s=1.0, idle_timeout_s=0.5
+    )
+    err = await failure_of(provider)
+
+    assert err.kind == "timeout"
+    assert not err.retryable
+    assert "model.timeout_ms = 1000" in err.detail
+    assert len(server.requests) == 1
+    assert sleeps.delays == []
+    assert_safe_message(err, server.base_url)
+    assert await asyncio.to_thread(server.wait_for_disconnect, 5.0)  # the connection was dropped
+
+    events = await collect(provider)  # the client is still usable
+    assert "".join(texts(events)) == "next call"
+    assert_well_formed(events, "end_turn")
 
 
 # --- cancellation ----------------------------------------------------------------------------

@@ -745,7 +745,7 @@ async def test_multi_line_data_and_no_space_after_colon(
                 'data: "delta":{"content":"joined"}}]}',
                 "id: 1",
                 "",
-                'data: {"choices":[{"index":0,"delta":"oops","finish_reason":"stop"}]}',
+                'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}',
                 "",
                 "data: [DONE]",
             ]

@@ -5,21 +5,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Unpack
 
-from soong_agent.adapters.providers.anthropic_wire import (
-    MalformedEvent,
-    StreamState,
-    build_body,
-    error_from_event,
-)
+from soong_agent.adapters.providers.anthropic_stream import StreamState, error_from_event
+from soong_agent.adapters.providers.anthropic_wire import build_body
 from soong_agent.adapters.providers.base import (
-    SSE,
+    SCAN_MAX,
     HttpProviderArgs,
     HttpStreamProvider,
-    loads,
-    malformed,
+    misshapen,
+    parse,
     scan,
 )
+from soong_agent.adapters.providers.framing import SSE
 from soong_agent.adapters.providers.http_errors import ErrorContext
+from soong_agent.adapters.providers.payloads import ShapeError
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import StreamEvent, TextDelta
@@ -80,7 +78,12 @@ class AnthropicMessagesProvider(HttpStreamProvider):
 
 
 class EventParser:
-    """The events of one Messages stream, up to `message_stop`, as neutral events."""
+    """The events of one Messages stream, up to `message_stop`, as neutral events.
+
+    Every field read is type-checked (here for the text and JSON deltas of the hot path,
+    in `StreamState` for the rest); an event that does not fit is a protocol error naming
+    the field (``content_block.input``), what came, and the start of the event.
+    """
 
     __slots__ = ("_ctx", "_out", "_state")
 
@@ -90,42 +93,46 @@ class EventParser:
         self._state = StreamState()
 
     def feed(self, batch: list[str]) -> bool:
-        # --- the hot loop: one JSON scan and a few lookups per event ---
+        # --- the hot loop: one JSON scan, a few lookups and type checks per event ---
         out = self._out
         append = out.append
         tool_args = self._state.tool_args
         on_event = self._state.on_event
         for payload in batch:
-            try:
-                event, end = scan(payload, 0)
-            except (StopIteration, ValueError):
-                end = -1
-            if end != len(payload):
+            if len(payload) <= SCAN_MAX:
                 try:
-                    event = loads(payload)
-                except ValueError as exc:
-                    raise malformed(self._ctx, "event", payload) from exc
+                    event, end = scan(payload, 0)
+                except (StopIteration, ValueError, RecursionError):
+                    end = -1
+                if end != len(payload):
+                    event = parse(self._ctx, "event", payload)
+            else:
+                event = parse(self._ctx, "event", payload)
             if type(event) is not dict:
-                raise malformed(self._ctx, "event", payload)
+                raise misshapen(self._ctx, "event", payload, ShapeError("", "an object", event))
             kind = event.get("type")
             if kind == "content_block_delta":
                 delta = event.get("delta")
-                if type(delta) is not dict:
-                    raise malformed(self._ctx, "event", payload)
-                delta_kind = delta.get("type")
-                if delta_kind == "text_delta":
-                    text = delta.get("text")
-                    if text and type(text) is str:
-                        append(TextDelta(text))
-                    continue
-                if delta_kind == "input_json_delta":
-                    part = delta.get("partial_json")
-                    if not part:
-                        continue
-                    args = tool_args.get(event.get("index"))
-                    if args is not None and type(part) is str:
-                        args.append(part)
-                        continue
+                if type(delta) is dict:
+                    delta_kind = delta.get("type")
+                    if delta_kind == "text_delta":
+                        text = delta.get("text")
+                        if type(text) is str:
+                            if text:
+                                append(TextDelta(text))
+                            continue
+                    elif delta_kind == "input_json_delta":
+                        part = delta.get("partial_json")
+                        if type(part) is str:
+                            if not part:
+                                continue
+                            index = event.get("index")
+                            if type(index) is int:
+                                args = tool_args.get(index)
+                                if args is not None:
+                                    args.append(part)
+                                    continue
+                # anything else (and every error) is left to `on_event`
             elif kind == "ping":
                 continue
             elif kind == "message_stop":
@@ -134,8 +141,8 @@ class EventParser:
                 raise error_from_event(self._ctx, event.get("error"))
             try:
                 out += on_event(kind, event)
-            except MalformedEvent as exc:
-                raise malformed(self._ctx, "event", payload, str(exc)) from exc
+            except ShapeError as exc:
+                raise misshapen(self._ctx, "event", payload, exc) from None
         return False
 
     def finish(self, ended: bool) -> None:

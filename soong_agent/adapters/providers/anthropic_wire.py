@@ -1,4 +1,4 @@
-"""The Anthropic Messages wire format: request bodies, stream state, stop reasons, errors.
+"""The Anthropic Messages wire format: request bodies.
 
 Pure functions and small state holders; nothing here touches the network.
 
@@ -22,24 +22,16 @@ refuses a body built from a valid neutral history:
   `build_body`): forced tool use, a prefill, or a tool loop whose last assistant turn did not
   start with a thinking block turn it off for that one request.
 
-Longer than our ~400-line habit on purpose: the guarantees above are one set of rules over one
-wire format, and the stream parser shares its block types.
+The stream's side (events in, neutral events out) is `anthropic_stream`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from soong_agent.adapters.providers.calls import arguments_object, wire_name
-from soong_agent.adapters.providers.http_errors import (
-    ErrorContext,
-    error_from_chunk,
-    mentions_context_overflow,
-)
-from soong_agent.ports.errors import ProviderError, ProviderErrorKind
 from soong_agent.ports.messages import (
     Message,
     TextBlock,
@@ -48,24 +40,6 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
 )
 from soong_agent.ports.model import ModelRequest, SystemPart, ToolChoice, ToolSpec
-from soong_agent.ports.streaming import (
-    StopReason,
-    StreamEvent,
-    StreamFinished,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallReady,
-    Usage,
-    UsageReported,
-)
-
-STOP_REASONS: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "stop_sequence": "end_turn",
-    "tool_use": "tool_use",
-    "max_tokens": "max_tokens",
-    "refusal": "content_filter",
-}
 
 # max_tokens must exceed the thinking budget; this much room is left for the answer.
 THINKING_ANSWER_ROOM = 1024
@@ -356,231 +330,3 @@ def build_body(
         # the API refuses a temperature together with extended thinking
         body["temperature"] = request.temperature
     return body
-
-
-# --- stream state ----------------------------------------------------------------------------
-
-
-class MalformedEvent(Exception):
-    """An event whose JSON parsed but whose shape is not what the format promises."""
-
-
-class _OpenBlock:
-    """A content block between its content_block_start and content_block_stop."""
-
-    __slots__ = ("data", "id", "kind", "name", "signed", "start_input")
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.id = ""
-        self.name = ""
-        self.data = ""  # redacted data, or a signature that came with the start
-        self.signed = False
-        self.start_input: Any = None
-
-
-_USAGE_FIELDS = (
-    ("input_tokens", 0),
-    ("output_tokens", 1),
-    ("cache_read_input_tokens", 2),
-    ("cache_creation_input_tokens", 3),
-)
-
-
-class StreamState:
-    """What one Messages stream has said so far, apart from the text deltas.
-
-    `tool_args` maps the index of each open tool_use block to its `partial_json` fragments; the
-    provider's hot loop appends to it directly.
-    """
-
-    __slots__ = ("_blocks", "_calls", "_stop", "_usage", "tool_args")
-
-    def __init__(self) -> None:
-        self._blocks: dict[Any, _OpenBlock] = {}
-        self.tool_args: dict[Any, list[str]] = {}
-        self._usage: list[int] | None = None
-        self._stop: Any = None
-        self._calls = 0
-
-    def on_event(self, kind: Any, event: dict[str, Any]) -> list[StreamEvent]:
-        """Handle every event but text and JSON deltas, ping, error and message_stop."""
-        if kind == "content_block_start":
-            return self._start(event.get("index"), event.get("content_block"))
-        if kind == "content_block_stop":
-            return self._stop_block(event.get("index"))
-        if kind == "message_start":
-            message = event.get("message")
-            if not isinstance(message, dict):
-                raise MalformedEvent("message_start without a message")
-            self._add_usage(message.get("usage"))
-        elif kind == "message_delta":
-            delta = event.get("delta")
-            if isinstance(delta, dict) and delta.get("stop_reason"):
-                self._stop = delta["stop_reason"]
-            self._add_usage(event.get("usage"))
-        elif kind == "content_block_delta":
-            delta = event.get("delta")
-            if not isinstance(delta, dict):
-                raise MalformedEvent("content_block_delta without a delta")
-            return self.on_delta(event.get("index"), delta)
-        # anything else (a new event type) is skipped, as the API's versioning policy asks
-        return []
-
-    def on_delta(self, index: Any, delta: dict[str, Any]) -> list[StreamEvent]:
-        """A delta other than text_delta and input_json_delta."""
-        kind = delta.get("type")
-        if kind == "thinking_delta":
-            text = delta.get("thinking")
-            return [ThinkingDelta(text)] if text and isinstance(text, str) else []
-        if kind == "signature_delta":
-            signature = delta.get("signature")
-            if not isinstance(signature, str) or not signature:
-                raise MalformedEvent("signature_delta without a signature")
-            block = self._blocks.get(index)
-            if block is not None:
-                block.signed = True
-            return [ThinkingDelta("", signature=signature)]
-        if kind == "text_delta":
-            text = delta.get("text")
-            return [TextDelta(text)] if text and isinstance(text, str) else []
-        if kind == "input_json_delta":
-            self.add_json(index, delta.get("partial_json"))
-        return []
-
-    def add_json(self, index: Any, part: Any) -> None:
-        if not part:
-            return
-        if not isinstance(part, str):
-            raise MalformedEvent("partial_json is not a string")
-        args = self.tool_args.get(index)
-        if args is not None:
-            args.append(part)
-        elif index not in self._blocks:
-            raise MalformedEvent("input_json_delta outside any content block")
-        # else: the input of a block we do not run (a server tool's): not ours to collect
-
-    def _start(self, index: Any, block: Any) -> list[StreamEvent]:
-        if not isinstance(block, dict):
-            raise MalformedEvent("content_block_start without a content_block")
-        kind = block.get("type")
-        if not isinstance(kind, str):
-            raise MalformedEvent("content block without a type")
-        open_block = self._blocks[index] = _OpenBlock(kind)
-        if kind == "text":
-            text = block.get("text")
-            return [TextDelta(text)] if text and isinstance(text, str) else []
-        if kind == "tool_use":
-            call_id, name = block.get("id"), block.get("name")
-            if not isinstance(call_id, str) or not isinstance(name, str) or not name:
-                raise MalformedEvent("tool_use block without an id and a name")
-            open_block.id = call_id
-            open_block.name = name
-            open_block.start_input = block.get("input")
-            self.tool_args[index] = []
-        elif kind == "thinking":
-            signature = block.get("signature")
-            if signature and isinstance(signature, str):
-                open_block.data = signature
-            text = block.get("thinking")
-            return [ThinkingDelta(text)] if text and isinstance(text, str) else []
-        elif kind == "redacted_thinking":
-            data = block.get("data")
-            if not isinstance(data, str) or not data:
-                raise MalformedEvent("redacted_thinking block without data")
-            open_block.data = data
-        return []
-
-    def _stop_block(self, index: Any) -> list[StreamEvent]:
-        block = self._blocks.pop(index, None)
-        if block is None:
-            return []
-        return self._close(index, block)
-
-    def _close(self, index: Any, block: _OpenBlock) -> list[StreamEvent]:
-        if block.kind == "tool_use":
-            parts = self.tool_args.pop(index, None)
-            arguments = "".join(parts) if parts else ""
-            if not arguments:
-                start = block.start_input
-                arguments = json.dumps(start, ensure_ascii=False) if start else "{}"
-            self._calls += 1
-            call = ToolCallBlock(id=block.id, name=block.name, arguments=arguments)
-            return [ToolCallReady(call)]
-        if block.kind == "redacted_thinking":
-            return [ThinkingDelta("", redacted=block.data)]
-        if block.kind == "thinking" and block.data and not block.signed:
-            return [ThinkingDelta("", signature=block.data)]
-        return []
-
-    def _add_usage(self, raw: Any) -> None:
-        if not isinstance(raw, dict):
-            return
-        usage = self._usage
-        if usage is None:
-            usage = self._usage = [0, 0, 0, 0]
-        for name, slot in _USAGE_FIELDS:
-            value = raw.get(name)
-            # message_delta counts are cumulative: a later value replaces an earlier one
-            if isinstance(value, int) and value >= 0:
-                usage[slot] = value
-
-    def finish(self) -> list[StreamEvent]:
-        """The events that end a complete stream: calls left open, usage, the stop reason."""
-        out: list[StreamEvent] = []
-        for index, block in list(self._blocks.items()):
-            if block.kind == "tool_use":
-                out.extend(self._close(index, block))
-        self._blocks.clear()
-        if self._usage is not None:
-            i, o, read, write = self._usage
-            out.append(
-                UsageReported(
-                    Usage(
-                        input_tokens=i,
-                        output_tokens=o,
-                        cache_read_tokens=read,
-                        cache_write_tokens=write,
-                    )
-                )
-            )
-        stop: StopReason
-        if self._stop:
-            stop = STOP_REASONS.get(str(self._stop), "other")
-        else:
-            stop = "tool_use" if self._calls else "end_turn"
-        out.append(StreamFinished(stop))
-        return out
-
-
-# --- errors ----------------------------------------------------------------------------------
-
-_ERROR_KINDS: dict[str, ProviderErrorKind] = {
-    "overloaded_error": "overloaded",
-    "rate_limit_error": "rate_limit",
-    "api_error": "server",
-    "timeout_error": "timeout",
-    "authentication_error": "auth",
-    "permission_error": "auth",
-    "billing_error": "bad_request",
-    "not_found_error": "bad_request",
-    "request_too_large": "bad_request",
-}
-
-
-def error_from_event(ctx: ErrorContext, error: Any) -> ProviderError:
-    """A ProviderError for an `event: error` that arrived after a 200, by its error type."""
-    if not isinstance(error, dict):
-        return error_from_chunk(ctx, error)
-    type_ = error.get("type")
-    message = error.get("message")
-    if not isinstance(message, str) or not message:
-        message = json.dumps(error, ensure_ascii=False)
-    kind: ProviderErrorKind | None
-    if type_ == "invalid_request_error":
-        kind = "context_too_long" if mentions_context_overflow(message) else "bad_request"
-    else:
-        kind = _ERROR_KINDS.get(str(type_))
-    if kind is None:
-        return error_from_chunk(ctx, error)
-    return ctx.error(kind, f"error in stream: {message} [{type_}]")

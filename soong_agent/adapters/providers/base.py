@@ -3,6 +3,14 @@
 A provider supplies only what differs: its endpoint, request body and headers, how its
 streaming body is framed (`StreamFormat`), a per-attempt `PayloadParser` that turns payloads
 into events and knows when the answer is complete, and its error hooks.
+
+Two limits bound a call. `timeout_s` (`[model] timeout_ms`) is the whole exchange: from
+sending the request to the end of the answer's stream, the wait for the first byte included;
+past it the call fails with a `timeout` error that is not retried (the same request would take
+as long again). `idle_timeout_s` (`[model] idle_timeout_ms`) is the longest the server may
+send nothing at all, before the answer starts or between two pieces of it (a keep-alive
+comment is something); such a stall is retried like other transient failures, and each retry
+has its whole `timeout_s` again. The waits between retries are `[model.retry]`'s.
 """
 
 from __future__ import annotations
@@ -11,37 +19,46 @@ import asyncio
 import json
 import random
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, aclosing
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, aclosing
+from functools import partial
 from json.scanner import make_scanner
 from typing import Any, ClassVar, NotRequired, Protocol, TypedDict
 
 import httpx
 
+from soong_agent.adapters.providers.deadline import CallDeadline, CallTimedOut
+from soong_agent.adapters.providers.framing import SSE, StreamFormat, drain, read_at_most
 from soong_agent.adapters.providers.http_errors import (
     ErrorContext,
     error_from_chunk,
     error_from_httpx,
     error_from_response,
 )
+from soong_agent.adapters.providers.payloads import (
+    MAX_ERROR_BODY_BYTES,
+    MAX_JSON_DEPTH,
+    PayloadError,
+    ShapeError,
+    excerpt,
+    parse_json,
+)
 from soong_agent.adapters.providers.retry import RetryPolicy
-from soong_agent.adapters.providers.sse import payload_batches
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import RetryScheduled, StreamEvent
 
-loads = json.loads
 # The C scanner behind json.loads, called directly in the hot loops: it skips two Python frames
-# and two regex matches per chunk. Anything it does not take whole (whitespace around the
-# object, an error) goes through `loads`, which gives the real answer or the real error.
+# and two regex matches per chunk. The hot loops give it only payloads too short to nest
+# deeper than MAX_JSON_DEPTH; anything longer, and anything it does not take whole (whitespace
+# around the object, an error), goes through `parse`, which checks the depth first.
 scan: Callable[[str, int], tuple[Any, int]]
 scan = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+SCAN_MAX = MAX_JSON_DEPTH
+"""The longest payload handed to `scan` directly (one that long cannot nest deeper)."""
 
 UNREACHABLE_RETRY_S = 0.25
 """The wait before the one retry of a refused connection."""
-
-DRAIN_TIMEOUT_S = 0.25
 
 
 # --- what a provider supplies ----------------------------------------------------------------
@@ -66,33 +83,6 @@ class PayloadParser(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class StreamFormat:
-    """How a streaming body is asked for, told apart from a non-stream answer, and split."""
-
-    accept: str
-    """The content type asked for."""
-    description: str
-    """What was expected, for the error about an answer that is not a stream."""
-    not_streams: tuple[str, ...]
-    """Content types of answers that are not a stream (an error object is looked for)."""
-    split: Callable[[httpx.Response], AsyncGenerator[list[str], None]]
-    """The payloads of the body, in batches."""
-
-
-def sse_payloads(response: httpx.Response) -> AsyncGenerator[list[str], None]:
-    """The `data` payloads of an event-stream body, one batch per byte piece."""
-    return payload_batches(response.aiter_bytes())
-
-
-SSE = StreamFormat(
-    accept="text/event-stream",
-    description="an event stream",
-    not_streams=("application/json", "text/html"),
-    split=sse_payloads,
-)
-
-
 class HttpProviderArgs(TypedDict):
     """The constructor keywords of `HttpStreamProvider`, for subclasses that add their own."""
 
@@ -102,6 +92,7 @@ class HttpProviderArgs(TypedDict):
     api_key: Callable[[], str | None]
     retry: RetryPolicy
     timeout_s: float
+    idle_timeout_s: NotRequired[float | None]
     provider: NotRequired[str | None]
     sleep: NotRequired[Callable[[float], Awaitable[None]]]
     rand: NotRequired[Callable[[], float]]
@@ -130,17 +121,21 @@ class HttpStreamProvider(ABC):
         api_key: Callable[[], str | None],
         retry: RetryPolicy,
         timeout_s: float,
+        idle_timeout_s: float | None = None,
         provider: str | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
+        """`timeout_s` bounds the whole call; `idle_timeout_s` (default: `timeout_s`) the
+        longest silence of the server (see the module doc)."""
         self._client = client
         self._base_url = base_url.rstrip("/")
         self._model = model
         self._api_key = api_key
         self._retry = retry
         self._timeout_s = timeout_s
-        self._timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+        idle = self._idle_s = timeout_s if idle_timeout_s is None else idle_timeout_s
+        self._timeout = httpx.Timeout(idle, connect=min(10.0, idle))
         self._provider = provider or self.provider_name
         self._url = self._base_url + self._endpoint()
         self._sleep = sleep
@@ -165,7 +160,8 @@ class HttpStreamProvider(ABC):
         notice is yielded (it is not part of the answer); a failure after part of the answer
         was yielded (a stream cut in the middle, an in-stream error of a transient kind) is
         retried at most `stream_max_retries` times, with a notice whose `restart` tells the
-        caller to discard what it got of this answer.
+        caller to discard what it got of this answer. Each attempt ends within `timeout_s`
+        (else a `timeout` error, not retried).
         """
         # One generator on purpose: every event passes through it, and another async
         # generator layer per attempt would cost each event a second hop.
@@ -180,19 +176,26 @@ class HttpStreamProvider(ABC):
         while True:
             attempt += 1
             yielded = False
+            deadline = CallDeadline(self._timeout_s)
+            bound = deadline.bound
             try:
                 try:
-                    async with (
-                        self._post(content, headers) as response,
-                        aclosing(split(response)) as batches,
-                    ):
-                        await self._check_response(response, ctx)
+                    async with AsyncExitStack() as stack:
+                        post = self._post(content, headers)
+                        response = await bound(partial(stack.enter_async_context, post))
+                        batches = await stack.enter_async_context(aclosing(split(response)))
+                        await bound(partial(self._check_response, response, ctx))
                         events: list[StreamEvent] = []
                         parser = self._parser(ctx, events)
                         feed = parser.feed
+                        next_batch = batches.__anext__
                         ended = False
                         failure: ProviderError | None = None
-                        async for batch in batches:
+                        while True:
+                            try:
+                                batch = await bound(next_batch)
+                            except StopAsyncIteration:
+                                break
                             try:
                                 ended = feed(batch)
                             except ProviderError as exc:
@@ -215,6 +218,12 @@ class HttpStreamProvider(ABC):
                         return
                 except httpx.HTTPError as exc:
                     raise self._transport_error(ctx, exc) from exc
+                except CallTimedOut:
+                    raise self._call_timeout(ctx) from None
+                except PayloadError as exc:  # an event or line over the size limit
+                    raise ctx.error("protocol", str(exc)) from exc
+                finally:
+                    deadline.close()
             except ProviderError as err:
                 notice = self._plan_retry(attempt, err, restarts=restarts if yielded else None)
                 restarts += notice.restart
@@ -247,7 +256,22 @@ class HttpStreamProvider(ABC):
 
     def _transport_error(self, ctx: ErrorContext, exc: httpx.HTTPError) -> ProviderError:
         """The error of an exception httpx raised while connecting or reading."""
+        if isinstance(exc, httpx.ReadTimeout):
+            return ctx.error(
+                "timeout",
+                f"the server sent nothing for {self._idle_s:g} s "
+                f"(model.idle_timeout_ms = {round(self._idle_s * 1000)})",
+            )
         return error_from_httpx(ctx, exc)
+
+    def _call_timeout(self, ctx: ErrorContext) -> ProviderError:
+        """The error of a call that ran out of its whole-call time; not retried."""
+        return ctx.error(
+            "timeout",
+            f"the model call did not finish within {self._timeout_s:g} s "
+            f"(model.timeout_ms = {round(self._timeout_s * 1000)}) and was stopped",
+            should_retry=False,
+        )
 
     def _not_found_hint(self, detail: str) -> str:
         """What to check when the endpoint answered 404; each provider says what is likely."""
@@ -270,21 +294,20 @@ class HttpStreamProvider(ABC):
         (an `error` object in such a body is classified by `_error_in_body`)."""
         status = response.status_code
         if status >= 400:
-            body = await response.aread()
+            body = await read_at_most(response, MAX_ERROR_BODY_BYTES)
             raise error_from_response(ctx, status, response.headers, body)
         content_type = response.headers.get("content-type", "").lower()
         if content_type.startswith(self.stream_format.not_streams):
-            body = await response.aread()
+            text = (await read_at_most(response, MAX_ERROR_BODY_BYTES)).decode("utf-8", "replace")
             try:
-                parsed = json.loads(body)
-            except ValueError:
+                parsed = parse_json(text.lstrip("\ufeff"))
+            except PayloadError:
                 parsed = None
             if isinstance(parsed, dict) and parsed.get("error"):
                 raise self._error_in_body(ctx, parsed["error"])
             raise ctx.error(
                 "protocol",
-                f"expected {self.stream_format.description}, got {content_type}: "
-                + body[:200].decode("utf-8", "replace"),
+                f"expected {self.stream_format.description}, got {content_type}: " + excerpt(text),
                 status=status,
             )
 
@@ -300,7 +323,7 @@ class HttpStreamProvider(ABC):
         seconds, and the user should hear about it at once rather than after the whole
         backoff."""
         if error.kind == "not_found":
-            error = self._explain_not_found(error)
+            error = noted(error, self._not_found_hint(error.detail))
         retry = error.retryable and self._retry.should_retry(attempt, restarts=restarts)
         if error.unreachable:
             retry = retry and attempt == 1
@@ -318,24 +341,24 @@ class HttpStreamProvider(ABC):
             restart=restarts is not None,
         )
 
-    def _explain_not_found(self, error: ProviderError) -> ProviderError:
-        """A 404 with the likely fix added (`_not_found_hint`)."""
-        hint = self._not_found_hint(error.detail)
-        if not hint:
-            return error
-        return ProviderError(
-            f"{error.detail} ({hint})",
-            kind=error.kind,
-            provider=error.provider,
-            base_url=error.base_url,
-            status=error.status,
-            retry_after=error.retry_after,
-            unreachable=error.unreachable,
-            should_retry=error.should_retry,
-        )
-
 
 # --- helpers ---------------------------------------------------------------------------------
+
+
+def noted(error: ProviderError, note: str) -> ProviderError:
+    """`error` with `note` added in parentheses (itself when the note is empty)."""
+    if not note:
+        return error
+    return ProviderError(
+        f"{error.detail} ({note})",
+        kind=error.kind,
+        provider=error.provider,
+        base_url=error.base_url,
+        status=error.status,
+        retry_after=error.retry_after,
+        unreachable=error.unreachable,
+        should_retry=error.should_retry,
+    )
 
 
 def bearer(key: str | None) -> dict[str, str]:
@@ -344,17 +367,22 @@ def bearer(key: str | None) -> dict[str, str]:
 
 
 def malformed(ctx: ErrorContext, what: str, payload: str, why: str = "") -> ProviderError:
-    """The protocol error of a payload that is not what the format promises."""
-    reason = f" ({why})" if why else ""
-    return ctx.error("protocol", f"malformed {what}{reason}: " + payload[:200])
+    """The protocol error of a payload that is not what the format promises: `what` it is
+    (chunk, event, line), `why` (for a field: its path, what was expected, what came) and the
+    start of the payload."""
+    reason = f": {why}" if why else ""
+    return ctx.error("protocol", f"malformed {what}{reason}; the {what}: {excerpt(payload)}")
 
 
-async def drain(batches: AsyncIterator[list[str]]) -> None:
-    """Read what follows the end marker (normally just the end of the body) so the connection
-    can be reused; a server that keeps the body open is given up on quickly."""
+def misshapen(ctx: ErrorContext, what: str, payload: str, exc: ShapeError) -> ProviderError:
+    """The protocol error of a payload whose field `exc` names has the wrong type."""
+    return malformed(ctx, what, payload, str(exc))
+
+
+def parse(ctx: ErrorContext, what: str, payload: str) -> Any:
+    """The JSON value of `payload`, bounded and cleaned (`payloads.parse_json`); a protocol
+    error when it cannot be had."""
     try:
-        async with asyncio.timeout(DRAIN_TIMEOUT_S):
-            async for _ in batches:
-                pass
-    except (TimeoutError, httpx.HTTPError):
-        pass  # the answer is complete; only connection reuse is lost
+        return parse_json(payload)
+    except PayloadError as exc:
+        raise malformed(ctx, what, payload, str(exc)) from exc

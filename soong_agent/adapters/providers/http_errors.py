@@ -16,7 +16,9 @@ from typing import Any
 
 import httpx
 
+from soong_agent.adapters.providers.payloads import PayloadError, parse_json
 from soong_agent.ports.errors import ProviderError, ProviderErrorKind
+from soong_agent.ports.text import safe_text
 
 MAX_MESSAGE_CHARS = 300
 
@@ -65,10 +67,11 @@ class ErrorContext:
         )
 
     def clean(self, text: str) -> str:
-        """One line, at most MAX_MESSAGE_CHARS characters, without the API key."""
+        """One line, at most MAX_MESSAGE_CHARS characters, without the API key (nor a lone
+        surrogate, which no terminal or database could take)."""
         if self.secret and len(self.secret) >= 4:
             text = text.replace(self.secret, "***")
-        text = " ".join(text.split())
+        text = " ".join(safe_text(text).split())
         if len(text) > MAX_MESSAGE_CHARS:
             text = text[: MAX_MESSAGE_CHARS - 1] + "…"
         return text
@@ -131,9 +134,13 @@ def _error_fields(body: Any) -> tuple[str, str, str | int | None]:
         message = json.dumps(message)
     type_ = err.get("type") or ""
     code = err.get("code")
-    if code is not None and not isinstance(code, str | int):
-        code = str(code)
+    if code is not None and type(code) is not str and not _http_status(code):
+        code = str(code)  # a boolean, a number that is no HTTP status, a list...
     return message, str(type_), code
+
+
+def _http_status(code: Any) -> bool:
+    return type(code) is int and 100 <= code <= 599
 
 
 def _mentions(haystack: str, needles: tuple[str, ...]) -> bool:
@@ -190,8 +197,8 @@ def error_from_response(
     """A ProviderError for an HTTP error response whose body has been read."""
     message, type_, code = "", "", None
     try:
-        parsed = json.loads(body) if body else None
-    except ValueError:
+        parsed = parse_json(body.decode("utf-8", "replace").lstrip("\ufeff")) if body else None
+    except PayloadError:
         parsed = None
     if parsed is not None:
         message, type_, code = _error_fields(parsed)

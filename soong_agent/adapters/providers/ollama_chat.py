@@ -12,13 +12,14 @@ from typing import Any
 import httpx
 
 from soong_agent.adapters.providers.base import (
+    SCAN_MAX,
     HttpStreamProvider,
-    StreamFormat,
     bearer,
-    loads,
-    malformed,
+    misshapen,
+    parse,
     scan,
 )
+from soong_agent.adapters.providers.framing import StreamFormat
 from soong_agent.adapters.providers.http_errors import ErrorContext, connection_refused
 from soong_agent.adapters.providers.ollama_wire import (
     ToolCalls,
@@ -28,6 +29,8 @@ from soong_agent.adapters.providers.ollama_wire import (
     parse_usage,
     stop_reason,
 )
+from soong_agent.adapters.providers.payloads import MAX_PAYLOAD_CHARS, ShapeError, opt_str
+from soong_agent.adapters.providers.sse import OversizedPayload
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import (
@@ -35,42 +38,70 @@ from soong_agent.ports.streaming import (
     StreamFinished,
     TextDelta,
     ThinkingDelta,
+    Usage,
     UsageReported,
 )
 
 _HEALTH_TIMEOUT_S = 5.0
+_BOM = b"\xef\xbb\xbf"
 
 
 async def _line_batches(response: httpx.Response) -> AsyncGenerator[list[str], None]:
     """The lines of the body, in batches (one per byte piece that completes lines).
 
     A plain JSON answer (`application/json`, e.g. from a gateway that ignored `stream`) is
-    one object that may span lines; it is given as one line.
+    one object that may span lines; it is given as one line. A byte order mark at the start
+    is skipped; a line longer than `MAX_PAYLOAD_CHARS` bytes raises `OversizedPayload`.
     """
     if response.headers.get("content-type", "").lower().startswith("application/json"):
-        body = (await response.aread()).decode("utf-8", "replace")
-        # Raw line breaks in JSON can only be whitespace between tokens.
-        body = body.replace("\r", " ").replace("\n", " ").strip()
-        if body:
-            yield [body]
+        yield await _whole_body(response)
         return
-    tail = b""
+    tail = bytearray()  # an unfinished line
+    first = True
     async for piece in response.aiter_bytes():
         cut = piece.rfind(b"\n")
         if cut < 0:
             tail += piece
+            if len(tail) > MAX_PAYLOAD_CHARS:
+                raise OversizedPayload("NDJSON line")
             continue
-        chunk = tail + piece[:cut] if tail else piece[:cut]
-        tail = piece[cut + 1 :]
+        if tail:
+            tail += piece[:cut]
+            chunk = bytes(tail)
+        else:
+            chunk = piece[:cut]
+        tail = bytearray(piece[cut + 1 :])
+        if first:
+            first = False
+            chunk = chunk.removeprefix(_BOM)
         text = chunk.decode("utf-8", "replace")
         if "\r" in text:
             text = text.replace("\r", "")
         lines = text.split("\n")
-        if "\n\n" in text or not lines[0]:
+        if "\n\n" in text or not lines[0] or not lines[-1]:  # blank lines are not lines
             lines = [line for line in lines if line]
+        if len(chunk) > MAX_PAYLOAD_CHARS and any(len(x) > MAX_PAYLOAD_CHARS for x in lines):
+            raise OversizedPayload("NDJSON line")
         yield lines
+    if first:
+        tail = bytearray(bytes(tail).removeprefix(_BOM))
     if tail.strip():
         yield [tail.decode("utf-8", "replace")]
+
+
+async def _whole_body(response: httpx.Response) -> list[str]:
+    """A plain JSON body as one line (none when empty); `OversizedPayload` past the limit."""
+    parts: list[bytes] = []
+    size = 0
+    async for piece in response.aiter_bytes():
+        size += len(piece)
+        if size > MAX_PAYLOAD_CHARS:
+            raise OversizedPayload("answer")
+        parts.append(piece)
+    body = b"".join(parts).removeprefix(_BOM).decode("utf-8", "replace")
+    # Raw line breaks in JSON can only be whitespace between tokens.
+    body = body.replace("\r", " ").replace("\n", " ").strip()
+    return [body] if body else []
 
 
 NDJSON = StreamFormat(
@@ -131,67 +162,88 @@ class OllamaChatProvider(HttpStreamProvider):
 
 
 class LineParser:
-    """The lines of one `/api/chat` stream, up to the final one (`done: true`), as events."""
+    """The lines of one `/api/chat` stream, up to the final one (`done: true`), as events.
 
-    __slots__ = ("_calls", "_ctx", "_final", "_out")
+    Every field read is type-checked; a line that does not fit is a protocol error naming the
+    field (``message.tool_calls[0].function.name``), what came, and the start of the line.
+    """
+
+    __slots__ = ("_calls", "_ctx", "_done_reason", "_out", "_usage")
 
     def __init__(self, ctx: ErrorContext, out: list[StreamEvent]) -> None:
         self._ctx = ctx
         self._out = out
         self._calls = ToolCalls()
-        self._final: dict[str, Any] = {}
+        self._usage: Usage | None = None
+        self._done_reason: str | None = None
 
     def feed(self, batch: list[str]) -> bool:
-        # --- the hot loop: one scan and a few lookups per line ---
+        # --- the hot loop: one scan, a few lookups and type checks per line ---
         out = self._out
         append = out.append
         for line in batch:
-            try:
-                obj, end = scan(line, 0)
-            except (StopIteration, ValueError):
-                end = -1
-            if end != len(line):
-                if not line.strip():
-                    continue
+            if len(line) <= SCAN_MAX:
                 try:
-                    obj = loads(line)
-                except ValueError as exc:
-                    raise malformed(self._ctx, "line", line) from exc
+                    obj, end = scan(line, 0)
+                except (StopIteration, ValueError, RecursionError):
+                    end = -1
+                if end != len(line):
+                    if not line.strip():
+                        continue
+                    obj = parse(self._ctx, "line", line)
+            elif not line.strip():
+                continue
+            else:
+                obj = parse(self._ctx, "line", line)
             if type(obj) is not dict:
-                raise malformed(self._ctx, "line", line)
+                raise misshapen(self._ctx, "line", line, ShapeError("", "an object", obj))
             error = obj.get("error")
             if error:
                 raise _stream_error(self._ctx, error)
             message = obj.get("message")
-            if message:
+            if message is not None:
                 if type(message) is not dict:
-                    raise malformed(self._ctx, "line", line)
+                    raise misshapen(
+                        self._ctx, "line", line, ShapeError("message", "an object", message)
+                    )
                 text = message.get("content")
-                if text and type(text) is str:
-                    append(TextDelta(text))
                 thinking = message.get("thinking")
-                if thinking and type(thinking) is str:
-                    append(ThinkingDelta(thinking))
                 raw_calls = message.get("tool_calls")
-                if raw_calls:
+                if type(text) is str and text:
+                    append(TextDelta(text))
+                if type(thinking) is str and thinking:
+                    append(ThinkingDelta(thinking))
+                if (
+                    raw_calls is not None
+                    or (text is not None and type(text) is not str)
+                    or (thinking is not None and type(thinking) is not str)
+                ):
                     try:
-                        out += self._calls.take(raw_calls)
-                    except ValueError as exc:
-                        raise malformed(self._ctx, "line", line, str(exc)) from exc
-            if obj.get("done") is True:
-                self._final = obj
+                        opt_str(message, "content")
+                        opt_str(message, "thinking")
+                        if raw_calls is not None:
+                            out += self._calls.take(raw_calls)
+                    except ShapeError as exc:
+                        raise misshapen(self._ctx, "line", line, exc.under("message")) from None
+            done = obj.get("done")
+            if done is True:
+                try:
+                    self._usage = parse_usage(obj)
+                    self._done_reason = opt_str(obj, "done_reason")
+                except ShapeError as exc:
+                    raise misshapen(self._ctx, "line", line, exc) from None
                 return True
+            if done is not None and done is not False:
+                raise misshapen(self._ctx, "line", line, ShapeError("done", "true or false", done))
         return False
 
     def finish(self, ended: bool) -> None:
         if not ended:
             raise self._ctx.error("transport", "stream ended before the final line (done: true)")
-        final = self._final
-        usage = parse_usage(final)
-        if usage is not None:
-            self._out.append(UsageReported(usage))
+        if self._usage is not None:
+            self._out.append(UsageReported(self._usage))
         had_calls = bool(self._calls)
-        self._out.append(StreamFinished(stop_reason(final.get("done_reason"), had_calls=had_calls)))
+        self._out.append(StreamFinished(stop_reason(self._done_reason, had_calls=had_calls)))
 
 
 def _stream_error(ctx: ErrorContext, error: Any) -> ProviderError:

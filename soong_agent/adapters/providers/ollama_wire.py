@@ -22,6 +22,11 @@ from typing import Any
 
 from soong_agent.adapters.providers.calls import arguments_object, wire_name
 from soong_agent.adapters.providers.openai_wire import convert_tools, system_text
+from soong_agent.adapters.providers.payloads import (
+    ShapeError,
+    count_or_none,
+    opt_str,
+)
 from soong_agent.ports.errors import ProviderErrorKind
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from soong_agent.ports.model import ModelRequest, ToolChoice, ToolSpec
@@ -124,27 +129,21 @@ class ToolCalls:
         return bool(self._ids)
 
     def take(self, raw: Any) -> list[ToolCallReady]:
-        """The events of a `message.tool_calls` list; ValueError when it is malformed."""
-        if not isinstance(raw, list):
-            raise ValueError("tool_calls is not a list")
+        """The events of a `message.tool_calls` list; `ShapeError` (its path relative to the
+        message) when a field does not fit: each call an object with an optional string `id`
+        and a `function` object with a non-empty string `name` and `arguments` that are an
+        object (or a string of one, or absent)."""
+        if type(raw) is not list:
+            raise ShapeError("tool_calls", "a list", raw)
+        calls = []
+        for i, item in enumerate(raw):
+            try:
+                calls.append(_call(item))
+            except ShapeError as exc:
+                raise exc.under(f"tool_calls[{i}]") from None
         ready: list[ToolCallReady] = []
-        for item in raw:
-            function = item.get("function") if isinstance(item, dict) else None
-            if not isinstance(function, dict):
-                raise ValueError("a tool call without a function object")
-            name = function.get("name")
-            if not isinstance(name, str) or not name:
-                raise ValueError("a tool call without a function name")
-            arguments = function.get("arguments")
-            if arguments is None:
-                text = "{}"
-            elif isinstance(arguments, str):
-                text = arguments or "{}"
-            else:
-                text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
-            call_id = item.get("id")
-            if not isinstance(call_id, str) or not call_id or call_id in self._ids:
-                call_id = self._new_id()
+        for given, name, text in calls:
+            call_id = given if given and given not in self._ids else self._new_id()
             self._ids.add(call_id)
             ready.append(ToolCallReady(ToolCallBlock(id=call_id, name=name, arguments=text)))
         return ready
@@ -156,16 +155,43 @@ class ToolCalls:
         return f"call_{n}"
 
 
+def _call(item: Any) -> tuple[str, str, str]:
+    """(id, name, arguments text) of one whole tool call; `ShapeError` when it does not fit."""
+    if type(item) is not dict:
+        raise ShapeError("", "an object", item)
+    call_id = opt_str(item, "id") or ""
+    function = item.get("function")
+    if type(function) is not dict:
+        raise ShapeError("function", "an object", function)
+    try:
+        name = opt_str(function, "name")
+    except ShapeError as exc:
+        raise exc.under("function") from None
+    if not name:
+        raise ShapeError("function.name", "a tool name", name)
+    arguments = function.get("arguments")
+    if arguments is None:
+        text = "{}"
+    elif type(arguments) is str:
+        text = arguments or "{}"
+    elif type(arguments) is dict:
+        text = json.dumps(arguments, separators=(",", ":"), ensure_ascii=False)
+    else:
+        raise ShapeError("function.arguments", "an object", arguments)
+    return call_id, name, text
+
+
 def parse_usage(final: dict[str, Any]) -> Usage | None:
-    """Usage from the final line's eval counts; None when it has neither."""
-    prompt = final.get("prompt_eval_count")
-    output = final.get("eval_count")
+    """Usage from the final line's eval counts; None when it has neither (`ShapeError` for a
+    count that is not one)."""
+    prompt = count_or_none(final, "prompt_eval_count")
+    output = count_or_none(final, "eval_count")
     if prompt is None and output is None:
         return None
-    return Usage(input_tokens=_int(prompt), output_tokens=_int(output))
+    return Usage(input_tokens=prompt or 0, output_tokens=output or 0)
 
 
-def stop_reason(done_reason: Any, *, had_calls: bool) -> StopReason:
+def stop_reason(done_reason: str | None, *, had_calls: bool) -> StopReason:
     """The neutral stop reason of the final line's `done_reason`.
 
     Old Ollama versions send no `done_reason`; that counts as a normal stop.
@@ -174,11 +200,7 @@ def stop_reason(done_reason: Any, *, had_calls: bool) -> StopReason:
         return "tool_use"
     if not done_reason:
         return "end_turn"
-    return DONE_REASONS.get(str(done_reason), "other")
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value > 0 else 0
+    return DONE_REASONS.get(done_reason, "other")
 
 
 # --- errors ----------------------------------------------------------------------------------

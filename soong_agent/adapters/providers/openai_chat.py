@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from soong_agent.adapters.providers.base import HttpStreamProvider, loads, malformed, scan
+from soong_agent.adapters.providers.base import (
+    SCAN_MAX,
+    HttpStreamProvider,
+    misshapen,
+    parse,
+    scan,
+)
 from soong_agent.adapters.providers.http_errors import ErrorContext, error_from_chunk
 from soong_agent.adapters.providers.openai_wire import (
     FINISH_REASONS,
@@ -12,6 +18,7 @@ from soong_agent.adapters.providers.openai_wire import (
     build_body,
     parse_usage,
 )
+from soong_agent.adapters.providers.payloads import ShapeError
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import (
     StopReason,
@@ -19,6 +26,7 @@ from soong_agent.ports.streaming import (
     StreamFinished,
     TextDelta,
     ThinkingDelta,
+    Usage,
     UsageReported,
 )
 
@@ -49,7 +57,12 @@ class OpenAIChatProvider(HttpStreamProvider):
 
 
 class ChunkParser:
-    """The chunks of one Chat Completions stream, up to `[DONE]`, as events."""
+    """The chunks of one Chat Completions stream, up to `[DONE]`, as events.
+
+    Every field read is type-checked; a chunk that does not fit is a protocol error naming
+    the field (``choices[0].delta.tool_calls``), what came, and the start of the chunk. Fields
+    not read are not looked at, and a null field counts as an absent one.
+    """
 
     __slots__ = ("_calls", "_ctx", "_finish", "_out", "_received", "_usage")
 
@@ -57,58 +70,120 @@ class ChunkParser:
         self._ctx = ctx
         self._out = out
         self._calls = ToolCalls()
-        self._usage: Any = None
-        self._finish: Any = None
+        self._usage: Usage | None = None
+        self._finish: str | None = None
         self._received = False
 
     def feed(self, batch: list[str]) -> bool:
-        # --- the hot loop: one JSON scan and a few lookups per chunk ---
+        # --- the hot loop: one JSON scan, a few lookups and type checks per chunk ---
         self._received = self._received or bool(batch)
-        append = self._out.append
-        add_call = self._calls.add
+        ctx = self._ctx
+        out = self._out
+        append = out.append
         for payload in batch:
             if payload == _DONE:
                 return True
+            if len(payload) <= SCAN_MAX:
+                try:
+                    chunk, end = scan(payload, 0)
+                except (StopIteration, ValueError, RecursionError):
+                    end = -1
+                if end != len(payload):
+                    chunk = parse(ctx, "chunk", payload)
+            else:
+                chunk = parse(ctx, "chunk", payload)
             try:
-                chunk, end = scan(payload, 0)
-            except (StopIteration, ValueError):
-                end = -1
-            if end != len(payload):
-                try:
-                    chunk = loads(payload)
-                except ValueError as exc:
-                    raise malformed(self._ctx, "chunk", payload) from exc
-            if type(chunk) is not dict:
-                raise malformed(self._ctx, "chunk", payload)
-            choices = chunk.get("choices")
-            if choices:
-                try:
+                if type(chunk) is not dict:
+                    raise ShapeError("", "an object", chunk)
+                choices = chunk.get("choices")
+                if choices:
+                    if type(choices) is not list:
+                        raise ShapeError("choices", "a list", choices)
                     choice = choices[0]
+                    if type(choice) is not dict:
+                        raise ShapeError("choices[0]", "an object", choice)
                     delta = choice.get("delta")
+                    if type(delta) is dict:
+                        text = delta.get("content")
+                        if type(text) is str:
+                            if text:
+                                append(TextDelta(text))
+                        elif text is not None:
+                            self._content_parts(text)
+                        thinking = delta.get("reasoning_content")
+                        if (
+                            not thinking
+                        ):  # DeepSeek and vLLM say reasoning_content, others reasoning
+                            thinking = delta.get("reasoning", thinking)
+                        if type(thinking) is str:
+                            if thinking:
+                                append(ThinkingDelta(thinking))
+                        elif thinking is not None:
+                            self._bad_reasoning(delta)
+                        fragments = delta.get("tool_calls")
+                        if fragments is not None:
+                            self._add_calls(fragments)
+                    elif delta is not None:
+                        raise ShapeError("choices[0].delta", "an object", delta)
                     reason = choice.get("finish_reason")
-                except (AttributeError, LookupError, TypeError) as exc:
-                    raise malformed(self._ctx, "chunk", payload) from exc
-                if delta and type(delta) is dict:
-                    text = delta.get("content")
-                    if text and type(text) is str:
-                        append(TextDelta(text))
-                    thinking = delta.get("reasoning_content") or delta.get("reasoning")
-                    if thinking and type(thinking) is str:
-                        append(ThinkingDelta(thinking))
-                    fragments = delta.get("tool_calls")
-                    if fragments:
-                        for fragment in fragments:
-                            add_call(fragment)
-                if reason:
-                    self._finish = reason
-                    self._out.extend(self._calls.drain())
-            usage = chunk.get("usage")
-            if usage:
-                self._usage = usage
+                    if reason is not None:
+                        if type(reason) is not str:
+                            raise ShapeError("choices[0].finish_reason", "a string", reason)
+                        if reason:
+                            self._finish = reason
+                            out.extend(self._calls.drain())
+                elif choices is not None and type(choices) is not list:
+                    raise ShapeError("choices", "a list", choices)
+                usage = chunk.get("usage")
+                if usage is not None:
+                    self._take_usage(usage)
+            except ShapeError as exc:
+                raise misshapen(ctx, "chunk", payload, exc) from None
             error = chunk.get("error")
             if error:
-                raise error_from_chunk(self._ctx, error)
+                raise error_from_chunk(ctx, error)
         return False
+
+    def _take_usage(self, usage: Any) -> None:
+        if type(usage) is not dict:
+            raise ShapeError("usage", "an object", usage)
+        if usage:
+            try:
+                self._usage = parse_usage(usage)
+            except ShapeError as exc:
+                raise exc.under("usage") from None
+
+    @staticmethod
+    def _bad_reasoning(delta: dict[str, Any]) -> None:
+        for key in ("reasoning_content", "reasoning"):
+            value = delta.get(key)
+            if value is not None and type(value) is not str:
+                raise ShapeError(f"choices[0].delta.{key}", "a string", value)
+
+    def _content_parts(self, content: Any) -> None:
+        """`delta.content` as a list of parts (Mistral's reasoning models stream it so):
+        the text of its text parts; other kinds of part are not ours to read."""
+        if type(content) is not list:
+            raise ShapeError("choices[0].delta.content", "a string", content)
+        for i, part in enumerate(content):
+            if type(part) is not dict:
+                raise ShapeError(f"choices[0].delta.content[{i}]", "an object", part)
+            if part.get("type") == "text":
+                text = part.get("text")
+                if type(text) is not str:
+                    raise ShapeError(f"choices[0].delta.content[{i}].text", "a string", text)
+                if text:
+                    self._out.append(TextDelta(text))
+
+    def _add_calls(self, fragments: Any) -> None:
+        if type(fragments) is not list:
+            raise ShapeError("choices[0].delta.tool_calls", "a list", fragments)
+        add = self._calls.add
+        for i, fragment in enumerate(fragments):
+            try:
+                add(fragment)
+            except ShapeError as exc:
+                raise exc.under(f"choices[0].delta.tool_calls[{i}]") from None
 
     def finish(self, ended: bool) -> None:
         finish = self._finish
@@ -119,14 +194,13 @@ class ChunkParser:
         had_calls = bool(self._calls)
         out = self._out
         out.extend(self._calls.drain())
-        usage = parse_usage(self._usage)
-        if usage is not None:
-            out.append(UsageReported(usage))
+        if self._usage is not None:
+            out.append(UsageReported(self._usage))
         stop: StopReason
         if had_calls:
             stop = "tool_use"
         elif finish:
-            stop = FINISH_REASONS.get(str(finish), "other")
+            stop = FINISH_REASONS.get(finish, "other")
         else:
             stop = "end_turn"
         out.append(StreamFinished(stop))

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from soong_agent.adapters.providers.calls import arguments_text, wire_name
+from soong_agent.adapters.providers.payloads import ShapeError, opt_count, opt_dict
 from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from soong_agent.ports.model import ModelRequest, SystemPart, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import StopReason, ToolCallReady, Usage
@@ -132,7 +133,12 @@ class _PendingCall:
 
 
 class ToolCalls:
-    """Tool-call fragments, keyed by `index` (or `id` when a server leaves `index` out)."""
+    """Tool-call fragments, keyed by `index` (or `id` when a server leaves `index` out).
+
+    `add` checks the type of each field it reads (`ShapeError`, with the path inside the
+    fragment): `index` an integer, `id` and `function.name` strings, `function.arguments` a
+    string (or an object, which some gateways send), each of them possibly absent or null.
+    """
 
     __slots__ = ("_by_key", "_emitted", "_last", "_seq")
 
@@ -146,12 +152,27 @@ class ToolCalls:
         return bool(self._by_key) or self._emitted > 0
 
     def add(self, fragment: Any) -> None:
-        if not isinstance(fragment, dict):
-            return
+        if type(fragment) is not dict:
+            raise ShapeError("", "an object", fragment)
         index = fragment.get("index")
-        call_id = fragment.get("id") or ""
-        if not isinstance(call_id, str):
-            call_id = str(call_id)
+        call_id = fragment.get("id")
+        function = fragment.get("function")
+        name = args = None
+        if type(function) is dict:
+            name = function.get("name")
+            args = function.get("arguments")
+            if name is not None and type(name) is not str:
+                raise ShapeError("function.name", "a string", name)
+            if args is not None and type(args) is not str and type(args) is not dict:
+                raise ShapeError("function.arguments", "a string", args)
+        elif function is not None:
+            raise ShapeError("function", "an object", function)
+        if index is not None and type(index) is not int:
+            raise ShapeError("index", "an integer", index)
+        if type(call_id) is not str:
+            if call_id is not None:
+                raise ShapeError("id", "a string", call_id)
+            call_id = ""
         key: object
         call: _PendingCall | None
         if isinstance(index, int):
@@ -174,14 +195,10 @@ class ToolCalls:
         self._last = call
         if call_id and not call.id:
             call.id = call_id
-        function = fragment.get("function")
-        if isinstance(function, dict):
-            name = function.get("name")
-            if name and not call.name:
-                call.name = name
-            args = function.get("arguments")
-            if args:
-                call.args.append(args if isinstance(args, str) else json.dumps(args))
+        if name and not call.name:
+            call.name = name
+        if args:
+            call.args.append(args if type(args) is str else json.dumps(args, ensure_ascii=False))
 
     def drain(self) -> list[ToolCallReady]:
         """The complete calls in index order; forgets them."""
@@ -201,20 +218,18 @@ class ToolCalls:
         return ready
 
 
-def parse_usage(raw: Any) -> Usage | None:
-    if not isinstance(raw, dict):
-        return None
-    details = raw.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    prompt, cache_read = _int(raw.get("prompt_tokens")), _int(cached)
+def parse_usage(raw: dict[str, Any]) -> Usage:
+    """The usage of a `usage` object; `ShapeError` for a count that is not one."""
+    details = opt_dict(raw, "prompt_tokens_details")
+    try:
+        cache_read = opt_count(details, "cached_tokens") if details is not None else 0
+    except ShapeError as exc:
+        raise exc.under("prompt_tokens_details") from None
+    prompt = opt_count(raw, "prompt_tokens")
     # Usage.input_tokens counts prompt tokens not served from the cache (as Anthropic reports
     # them); OpenAI's prompt_tokens includes the cached ones.
     return Usage(
         input_tokens=max(0, prompt - cache_read),
-        output_tokens=_int(raw.get("completion_tokens")),
+        output_tokens=opt_count(raw, "completion_tokens"),
         cache_read_tokens=cache_read,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and value > 0 else 0
