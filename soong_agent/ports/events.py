@@ -1,49 +1,40 @@
-"""Run events (LOOP-3): what a run reports, persisted in order with a per-run sequence number."""
+"""Run events (LOOP-3): what a run reports, persisted in order with a per-run sequence number.
+
+The events of the run, its model calls, tools and context live here; those of agents
+(`agent_events`) and of what extends a run (`extension_events`) have modules of their own, and
+are imported from here like the rest. `RunEvent` is the union of them all.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
+from soong_agent.ports.agent_events import (
+    AgentSwitched,
+    ChildFinished,
+    ChildKind,
+    ChildStarted,
+    MemberStatus,
+    TeamChanged,
+)
 from soong_agent.ports.approval import Decision
 from soong_agent.ports.defaults import no_items
+from soong_agent.ports.event_base import EventBase, RunStatus, no_usage
+from soong_agent.ports.extension_events import (
+    HookFailed,
+    HookRan,
+    InstructionsLoaded,
+    McpServerEvent,
+    MemoryRecalled,
+    MemoryRejected,
+    PlanModeChanged,
+)
 from soong_agent.ports.streaming import Usage
 
-RunStatus = Literal[
-    "running",
-    "completed",
-    "cancelled",
-    "failed",
-    "max_turns",
-    "stuck",
-    "budget_exhausted",
-    "blocked",
-    "interrupted",
-]
-"""`blocked`: a pre_sampling hook stopped the run before a model call (HOOK-1).
-`interrupted`: the process running it ended before the run's end was saved (killed, or the
-store refused the last write); a store reports it so once no live process holds the run. The
-session resumes as after any other end."""
 
-
-# Default factories are plain functions (see `soong_agent.ports.defaults`): pydantic reads a
-# factory's signature when it builds a model, and that of a model class costs far more.
-def _no_usage() -> Usage:
-    return Usage()
-
-
-class _Event(BaseModel):
-    # built at first use, not at import: a run uses a handful of the event types
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
-
-    seq: int
-    run_id: str
-    session_id: str
-    at: float
-
-
-class RunStarted(_Event):
+class RunStarted(EventBase):
     """A run began."""
 
     type: Literal["run_started"] = "run_started"
@@ -56,7 +47,7 @@ class RunStarted(_Event):
     message: str
 
 
-class ModelCallStarted(_Event):
+class ModelCallStarted(EventBase):
     """The loop sent a request to the model."""
 
     type: Literal["model_call_started"] = "model_call_started"
@@ -64,7 +55,7 @@ class ModelCallStarted(_Event):
     messages: int
 
 
-class ModelRetry(_Event):
+class ModelRetry(EventBase):
     """A model call failed and is sent again after `delay_s`. `restarted`: it failed after
     part of the answer had arrived (a stream cut); the text and thinking deltas since the
     call's `model_call_started` are void, and the answer starts again."""
@@ -78,21 +69,21 @@ class ModelRetry(_Event):
     restarted: bool = False
 
 
-class TextDeltaEvent(_Event):
+class TextDeltaEvent(EventBase):
     """A piece of answer text arrived."""
 
     type: Literal["text_delta"] = "text_delta"
     text: str
 
 
-class ThinkingDeltaEvent(_Event):
+class ThinkingDeltaEvent(EventBase):
     """A piece of model reasoning arrived."""
 
     type: Literal["thinking_delta"] = "thinking_delta"
     text: str
 
 
-class ToolCallRequested(_Event):
+class ToolCallRequested(EventBase):
     """The model asked for a tool call."""
 
     type: Literal["tool_call_requested"] = "tool_call_requested"
@@ -101,7 +92,7 @@ class ToolCallRequested(_Event):
     arguments: str
 
 
-class PermissionAsked(_Event):
+class PermissionAsked(EventBase):
     """The user was asked to approve a tool call."""
 
     type: Literal["permission_asked"] = "permission_asked"
@@ -111,7 +102,7 @@ class PermissionAsked(_Event):
     session_scope: str
 
 
-class PermissionDecided(_Event):
+class PermissionDecided(EventBase):
     """A tool call was allowed or denied; `reason` says which rule, mode, grant or answer."""
 
     type: Literal["permission_decided"] = "permission_decided"
@@ -121,7 +112,7 @@ class PermissionDecided(_Event):
     reason: str
 
 
-class PermissionSuggestion(_Event):
+class PermissionSuggestion(EventBase):
     """The user keeps approving calls one rule would allow: `rule` is that rule's exact text,
     to copy into `permissions.allow` (nothing is written anywhere by the runtime). Once per
     rule and session, after `approvals` answers of "allow once"."""
@@ -132,7 +123,7 @@ class PermissionSuggestion(_Event):
     approvals: int
 
 
-class ToolResultEvent(_Event):
+class ToolResultEvent(EventBase):
     """A tool call produced its result (also synthesised ones, on error or cancel)."""
 
     type: Literal["tool_result"] = "tool_result"
@@ -143,7 +134,7 @@ class ToolResultEvent(_Event):
     duration_ms: float = 0.0
 
 
-class SandboxDenied(_Event):
+class SandboxDenied(EventBase):
     """The OS sandbox refused a command something (SBX-3): read from the command's output, one
     event per refusal, published before the call's `ToolResultEvent` (whose text has the same
     note). `rule` names the policy that applied."""
@@ -158,28 +149,7 @@ class SandboxDenied(_Event):
     rule: str
 
 
-class McpServerEvent(_Event):
-    """An MCP server's state changed (or, at a run's start, what it is): starting, ready (tool
-    count, version), failed (reason), crashed (exit code, last stderr lines), restarting
-    (attempt, backoff), stopped. `from_cache`: its tools come from the discovery cache while
-    the live list is awaited."""
-
-    type: Literal["mcp_server"] = "mcp_server"
-    server: str
-    state: Literal["starting", "ready", "failed", "crashed", "restarting", "stopped"]
-    transport: str
-    detail: str = ""
-    tool_count: int | None = None
-    version: str | None = None
-    exit_code: int | None = None
-    stderr_tail: list[str] = Field(default_factory=no_items)
-    attempt: int | None = None
-    backoff_s: float | None = None
-    startup_ms: float | None = None
-    from_cache: bool = False
-
-
-class ContextMeasured(_Event):
+class ContextMeasured(EventBase):
     """The size of the context before a model call, against the budget (CTX-4)."""
 
     type: Literal["context"] = "context"
@@ -191,7 +161,7 @@ class ContextMeasured(_Event):
     exact: bool = True
 
 
-class CompactionEvent(_Event):
+class CompactionEvent(EventBase):
     """The context was compacted; `dropped` names the message ranges replaced or stubbed."""
 
     type: Literal["compaction"] = "compaction"
@@ -203,7 +173,7 @@ class CompactionEvent(_Event):
     rungs_failed: list[str] = Field(default_factory=no_items)
 
 
-class StuckDetected(_Event):
+class StuckDetected(EventBase):
     """The run looked stuck; `action` says what the runtime did: reminded the model, pruned the
     looping turns from the context (`pruned` message ids, still stored), or stopped the run."""
 
@@ -216,7 +186,7 @@ class StuckDetected(_Event):
     pruned: list[str] = Field(default_factory=no_items)
 
 
-class BudgetExhausted(_Event):
+class BudgetExhausted(EventBase):
     """A run budget was used up; the run ends at this turn boundary."""
 
     type: Literal["budget_exhausted"] = "budget_exhausted"
@@ -224,150 +194,7 @@ class BudgetExhausted(_Event):
     reason: str
 
 
-class HookRan(_Event):
-    """A hook command ran (or, `async`, was started in the background); `decision` is what it
-    decided: none, block, allow, deny, update or continue."""
-
-    type: Literal["hook_ran"] = "hook_ran"
-    hook: str
-    command: str
-    exit_code: int | None = None
-    duration_ms: float = 0.0
-    decision: str = "none"
-
-
-class HookFailed(_Event):
-    """A hook crashed, timed out or answered garbage; the run went on without its decision."""
-
-    type: Literal["hook_failed"] = "hook_failed"
-    hook: str
-    command: str
-    reason: str
-    exit_code: int | None = None
-
-
-class MemoryRejected(_Event):
-    """A memory was not stored: the memory policy refused it (what is never kept: file
-    structure, code signatures, task progress, branch or PR names, fix details, secrets).
-    `source` says who wanted it stored (``save_memory``, ``extraction``); `codes` and `reasons`
-    say why, one of each per rule it broke (a secret is named by its kind, never quoted)."""
-
-    type: Literal["memory_rejected"] = "memory_rejected"
-    source: str
-    name: str
-    category: str | None = None
-    codes: list[str] = Field(default_factory=no_items)
-    reasons: list[str] = Field(default_factory=no_items)
-
-
-class MemoryRecalled(_Event):
-    """Memories were recalled into this run's system prompt (MEM-4). It comes before
-    `run_started`: recall happens before the run begins. `names` are the memories whose text
-    the prompt holds, in order; `method` says who chose them: ``model`` (the recall model),
-    ``lexical`` (BM25 over the catalogue, because the recall model failed, timed out or
-    answered garbage) or ``none`` (nothing was chosen: `recall_top_k` or the memory budget is
-    0, or the memory folder could not be read); `reason` says why, on one line."""
-
-    type: Literal["memory_recalled"] = "memory_recalled"
-    method: Literal["model", "lexical", "none"]
-    names: list[str] = Field(default_factory=no_items)
-    reason: str = ""
-
-
-class InstructionsLoaded(_Event):
-    """The instruction file of a folder inside the project joined the system prompt (PROMPT-2):
-    the agent read, wrote or listed something under `folder` for the first time. `path` is the
-    file, relative to the project; `bytes` the size of its text."""
-
-    type: Literal["instructions_loaded"] = "instructions_loaded"
-    path: str
-    folder: str
-    bytes: int
-
-
-class PlanModeChanged(_Event):
-    """The run entered or left plan mode (PLAN-1, seed 002): in plan mode only read-only tools
-    and the plan tools run. `source` says what changed it: ``run_start`` (`run --plan`, SDK
-    `plan_mode=True`), ``resume`` (restored from the session's messages), ``enter_plan_mode``,
-    ``exit_plan_mode`` (the user approved `plan`); `plan` is the approved plan's name, if any."""
-
-    type: Literal["plan_mode_changed"] = "plan_mode_changed"
-    active: bool
-    source: str
-    plan: str | None = None
-    reason: str = ""
-
-
-class AgentSwitched(_Event):
-    """A session that had no messages yet was given another agent (preset, AGT-3)."""
-
-    type: Literal["agent_switched"] = "agent_switched"
-    previous: str | None
-    agent: str
-
-
-ChildKind = Literal["sub_agent", "fork", "worker", "teammate"]
-"""How a child run was started: `create_sub_agent`, `fork_agent`, `dispatch_worker` or
-`spawn_teammate` (a long-lived teammate: one session, many runs)."""
-
-
-class ChildStarted(_Event):
-    """A child agent's run began (AGT-2, AGT-4). Recorded in the parent's run and, as the
-    first event, in the child's own run: the link between the two sessions."""
-
-    type: Literal["child_started"] = "child_started"
-    kind: ChildKind
-    agent: str
-    child_session_id: str
-    child_run_id: str
-    parent_session_id: str
-    parent_run_id: str
-    parent_call_id: str
-    task: str
-    model: str = ""
-    pool: str | None = None
-    worker: str | None = None
-    depth: int = 1
-    """How deep the child is: one more than its parent (a root run's children are 1)."""
-
-
-class ChildFinished(_Event):
-    """A child agent's run ended; its usage and cost are the child's own (the parent's
-    budgets count them too)."""
-
-    type: Literal["child_finished"] = "child_finished"
-    kind: ChildKind
-    agent: str
-    child_session_id: str
-    child_run_id: str
-    parent_call_id: str
-    status: RunStatus
-    reason: str | None = None
-    turns: int = 0
-    usage: Usage = Field(default_factory=_no_usage)
-    cost_usd: float | None = None
-    pool: str | None = None
-    worker: str | None = None
-
-
-MemberStatus = Literal["idle", "working", "waiting_approval", "stopped"]
-"""A teammate's status label: what the lead and autonomous claiming go by."""
-
-
-class TeamChanged(_Event):
-    """A teammate joined, changed status or took up a step (recorded in the lead's run while
-    one is running, and in the teammate's own runs)."""
-
-    type: Literal["team_changed"] = "team_changed"
-    team: str
-    member: str
-    role: str
-    status: MemberStatus
-    step: str | None = None
-    reason: str = ""
-
-
-class ErrorEvent(_Event):
+class ErrorEvent(EventBase):
     """Something went wrong; `fatal` errors end the run."""
 
     type: Literal["error"] = "error"
@@ -376,7 +203,7 @@ class ErrorEvent(_Event):
     fatal: bool = False
 
 
-class UsageEvent(_Event):
+class UsageEvent(EventBase):
     """Token usage of one model call."""
 
     type: Literal["usage"] = "usage"
@@ -385,13 +212,13 @@ class UsageEvent(_Event):
     cost_usd: float | None = None
 
 
-class RunFinished(_Event):
+class RunFinished(EventBase):
     """The run reached a terminal state."""
 
     type: Literal["run_finished"] = "run_finished"
     status: RunStatus
     reason: str | None = None
-    usage: Usage = Field(default_factory=_no_usage)
+    usage: Usage = Field(default_factory=no_usage)
     cost_usd: float | None = None
 
 
@@ -452,3 +279,43 @@ class EventSink(Protocol):
     def emit(self, event: RunEvent) -> None:
         """Take one event; must not block."""
         ...
+
+
+__all__ = [
+    "RUN_EVENT",
+    "AgentSwitched",
+    "BudgetExhausted",
+    "ChildFinished",
+    "ChildKind",
+    "ChildStarted",
+    "CompactionEvent",
+    "ContextMeasured",
+    "ErrorEvent",
+    "EventBase",
+    "EventSink",
+    "HookFailed",
+    "HookRan",
+    "InstructionsLoaded",
+    "McpServerEvent",
+    "MemberStatus",
+    "MemoryRecalled",
+    "MemoryRejected",
+    "ModelCallStarted",
+    "ModelRetry",
+    "PermissionAsked",
+    "PermissionDecided",
+    "PermissionSuggestion",
+    "PlanModeChanged",
+    "RunEvent",
+    "RunFinished",
+    "RunStarted",
+    "RunStatus",
+    "SandboxDenied",
+    "StuckDetected",
+    "TeamChanged",
+    "TextDeltaEvent",
+    "ThinkingDeltaEvent",
+    "ToolCallRequested",
+    "ToolResultEvent",
+    "UsageEvent",
+]

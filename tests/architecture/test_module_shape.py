@@ -67,20 +67,11 @@ KNOWN_LONG_MODULES: set[str] = {
     "entrypoints/factories.py",
     # TEMPORARY (split by this change, in progress)
     "adapters/mcp/hub.py",
-    "adapters/ossandbox/policy.py",
-    "adapters/ossandbox/probe.py",
-    "adapters/sandbox/local_fs.py",
     "adapters/shell/treesitter.py",
     "adapters/storage/sql.py",
     "adapters/storage/sqlite_store.py",
     "adapters/web/fetcher.py",
     "adapters/worktrees/git.py",
-    "domain/agents.py",
-    "domain/config/schema.py",
-    "domain/config/validation_messages.py",
-    "domain/permissions/git_objects.py",
-    "domain/permissions/programs.py",
-    "ports/events.py",
 }
 
 KNOWN_LONG_FUNCTIONS: set[str] = {
@@ -90,8 +81,7 @@ KNOWN_LONG_FUNCTIONS: set[str] = {
     "application/run_service.py::RunService.start",
     "entrypoints/cli/main.py::run",
     "entrypoints/cli/render.py::Renderer.handle",
-    # TEMPORARY (split by this change, in progress)
-    "adapters/ossandbox/policy.py::build_policy",
+    "entrypoints/factories.py::tool_catalog",
 }
 
 KNOWN_APPLICATION_IO: set[str] = {

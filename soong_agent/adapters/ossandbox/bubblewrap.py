@@ -17,8 +17,8 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, TypeVar
 
+from soong_agent.adapters.ossandbox.bwrap_args import bwrap_arguments
 from soong_agent.adapters.ossandbox.denials import find_denials
-from soong_agent.adapters.ossandbox.policy import bwrap_arguments
 from soong_agent.ports.ossandbox import Mechanism, SandboxDenial, SandboxPolicy
 
 T = TypeVar("T")

@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Iterator
 
-from soong_agent.adapters.ossandbox.policy import is_within
+from soong_agent.adapters.ossandbox.paths import is_within
 from soong_agent.ports.ossandbox import DenialKind, Mechanism, SandboxDenial, SandboxPolicy
 
 MAX_DENIALS = 5

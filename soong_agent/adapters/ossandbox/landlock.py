@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, get_args
 
 from soong_agent.adapters.ossandbox.denials import find_denials
-from soong_agent.adapters.ossandbox.policy import Right, landlock_rules
+from soong_agent.adapters.ossandbox.landlock_rules import Right, landlock_rules
 from soong_agent.ports.ossandbox import (
     Mechanism,
     SandboxDenial,

@@ -6,11 +6,10 @@ Pure decisions, kept apart from spawning so they can be tested without a kernel 
   roots, the run's tmp folder, the paths no command may read (the agent home, ``~/.ssh``
   except ``known_hosts``, ``~/.aws``, ``~/.gnupg`` and every `tools.sensitive_paths` entry that
   names something that exists), and whether the network is allowed.
-- `bwrap_arguments`: the bubblewrap options enforcing a policy (mounts in an order where an
-  inner mount always comes after the one it sits in).
-- `landlock_rules`: the Landlock rules enforcing a policy. Landlock only grants, so "everything
-  but ~/.ssh" is the complement: read on every sibling of each folder on the way down to a
-  denied path, never on the denied path itself.
+- `bwrap_arguments` (`bwrap_args`): the bubblewrap options enforcing a policy.
+- `landlock_rules` (`landlock_rules`): the Landlock rules enforcing a policy.
+
+(The last two, and the path helpers of `paths`, are imported from here too.)
 
 Paths given to these functions are absolute; `build_policy` resolves symlinks, the two others
 take the policy as resolved.
@@ -21,14 +20,23 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-import stat
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
 
+from soong_agent.adapters.ossandbox.bwrap_args import MountKind, bwrap_arguments
+from soong_agent.adapters.ossandbox.landlock_rules import (
+    DEVICE_RIGHTS,
+    FILE_RIGHTS,
+    FOLDER_ONLY_RIGHTS,
+    READ_RIGHTS,
+    WRITE_RIGHTS,
+    LandlockRule,
+    Right,
+    landlock_rules,
+    landlock_unenforced,
+)
+from soong_agent.adapters.ossandbox.paths import DEVICE_FILES, PathKind, is_within, path_kind
 from soong_agent.ports.ossandbox import SandboxPolicy
-
-PathKind = Literal["dir", "file", "symlink", "other"]
 
 BUILTIN_DENIED = ("~/.ssh", "~/.aws", "~/.gnupg")
 """Denied whatever the configuration says: keys and cloud credentials."""
@@ -43,30 +51,7 @@ SKIPPED_FOLDERS = frozenset(
 command-text check still covers what is in them."""
 NAME_SEARCH_LIMIT = 5000
 """At most this many folder entries are looked at per policy for name-pattern entries."""
-DEVICE_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
-"""Device files every command may write (``> /dev/null``)."""
-
 _GLOB_CHARS = frozenset("*?[")
-
-
-def path_kind(path: str) -> PathKind | None:
-    """What is at `path` without following a final symlink; None when nothing is."""
-    try:
-        mode = os.lstat(path).st_mode
-    except OSError:
-        return None
-    if stat.S_ISLNK(mode):
-        return "symlink"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    if stat.S_ISREG(mode):
-        return "file"
-    return "other"
-
-
-def is_within(path: str, root: str) -> bool:
-    """Whether the absolute `path` is `root` or lies below it."""
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _expand(entry: str, *, project: str, home: str) -> str:
@@ -177,34 +162,12 @@ def build_policy(
     """
     home = os.path.abspath(home or os.path.expanduser("~"))
     project = os.path.realpath(project)
-    roots: dict[str, None] = {}
-    for root in write_roots or [project]:
-        resolved = os.path.realpath(_expand(root, project=project, home=home))
-        if os.path.isdir(resolved):
-            roots[resolved] = None
-    if allow_tmp_write:
-        import tempfile
-
-        tmp = os.path.realpath(system_tmp or tempfile.gettempdir())
-        if os.path.isdir(tmp):
-            roots[tmp] = None
-
-    denied: list[_Denied] = []
-
-    def deny_path(text: str, reason: str) -> None:
-        absolute = _expand(text, project=project, home=home)
-        if _GLOB_CHARS & set(absolute):
-            for match in sorted(glob.glob(absolute, recursive=True)):
-                denied.append(_Denied(os.path.realpath(match), reason))
-            return
-        for candidate in (absolute, *(absolute + s for s in SIDECAR_SUFFIXES)):
-            if os.path.lexists(candidate):
-                denied.append(_Denied(os.path.realpath(candidate), reason))
-
+    roots = _write_roots(write_roots or [project], project, home, allow_tmp_write, system_tmp)
+    denied = _DenyList(project, home)
     if agent_home:
-        deny_path(agent_home, "SOONG_AGENT_HOME, the agent's home")
+        denied.path(agent_home, "SOONG_AGENT_HOME, the agent's home")
     for entry in BUILTIN_DENIED:
-        deny_path(entry, entry)
+        denied.path(entry, entry)
     names: list[tuple[str, str]] = []
     for entry in sensitive:
         pattern = entry.strip()
@@ -213,23 +176,12 @@ def build_policy(
         if "/" not in pattern and pattern != "~":
             names.append((pattern, f"tools.sensitive_paths: {pattern}"))
         else:
-            deny_path(pattern, f"tools.sensitive_paths: {pattern}")
+            denied.path(pattern, f"tools.sensitive_paths: {pattern}")
     for path, reason in also_deny:
-        deny_path(path, reason)
+        denied.path(path, reason)
     if names:
-        denied.extend(_named_matches([project, *roots], names, name_search_limit))
-
-    # the project and the write roots themselves are never denied whole: a root that is a
-    # denied path would leave nothing to work in; what is inside them still can be
-    kept: dict[str, str] = {}
-    for item in denied:
-        if item.path in roots or item.path in (project, "/"):
-            continue
-        kept.setdefault(item.path, item.reason)
-    for root in roots:
-        inside = [p for p in kept if is_within(p, root) and p != root]
-        for path in tracked(root, inside) if inside else ():
-            kept.pop(path, None)
+        denied.found.extend(_named_matches([project, *roots], names, name_search_limit))
+    kept = _kept(denied.found, roots, project, tracked)
     exceptions = tuple(
         os.path.realpath(_expand(e, project=project, home=home))
         for e in READABLE_INSIDE_DENIED
@@ -248,198 +200,88 @@ def build_policy(
     )
 
 
-# --- bubblewrap ------------------------------------------------------------------------------
+def _write_roots(
+    entries: Sequence[str], project: str, home: str, allow_tmp_write: bool, system_tmp: str | None
+) -> dict[str, None]:
+    """The existing folders of `entries` (resolved) and, with `allow_tmp_write`, the system
+    temp folder, in order without repeats."""
+    roots: dict[str, None] = {}
+    for root in entries:
+        resolved = os.path.realpath(_expand(root, project=project, home=home))
+        if os.path.isdir(resolved):
+            roots[resolved] = None
+    if allow_tmp_write:
+        import tempfile
 
-MountKind = Literal["rw", "deny", "read"]
+        tmp = os.path.realpath(system_tmp or tempfile.gettempdir())
+        if os.path.isdir(tmp):
+            roots[tmp] = None
+    return roots
 
 
-@dataclass(frozen=True, slots=True)
-class _Mount:
-    path: str
-    kind: MountKind  # rw: a write root; deny: hidden; read: an exception inside a hidden folder
+class _DenyList:
+    """The denied paths found so far (`found`), each with its reason."""
+
+    def __init__(self, project: str, home: str) -> None:
+        self._project = project
+        self._home = home
+        self.found: list[_Denied] = []
+
+    def path(self, text: str, reason: str) -> None:
+        """Deny what exists at `text` (a path or a glob of paths; a file with its SQLite
+        sidecars)."""
+        absolute = _expand(text, project=self._project, home=self._home)
+        if _GLOB_CHARS & set(absolute):
+            for match in sorted(glob.glob(absolute, recursive=True)):
+                self.found.append(_Denied(os.path.realpath(match), reason))
+            return
+        for candidate in (absolute, *(absolute + s for s in SIDECAR_SUFFIXES)):
+            if os.path.lexists(candidate):
+                self.found.append(_Denied(os.path.realpath(candidate), reason))
 
 
-def _depth(path: str) -> int:
-    return 0 if path == "/" else path.count("/")
-
-
-def _effective_mounts(policy: SandboxPolicy) -> list[_Mount]:
-    """The policy's mounts, parents before children, without the ones that change nothing (a
-    denied path inside another denied path, an exception not inside a denied folder)."""
-    mounts = [_Mount(p, "rw") for p in policy.writable()]
-    mounts += [_Mount(p, "deny") for p in policy.deny_paths]
-    mounts += [_Mount(p, "read") for p in policy.read_exceptions]
-    order = {"rw": 0, "deny": 1, "read": 2}
-    mounts.sort(key=lambda m: (_depth(m.path), m.path, order[m.kind]))
-    kept: list[_Mount] = []
-    for mount in mounts:
-        enclosing = next(
-            (m for m in reversed(kept) if is_within(mount.path, m.path) and m.path != mount.path),
-            None,
-        )
-        enclosing_kind = enclosing.kind if enclosing is not None else "ro"
-        if mount.kind == "deny" and enclosing_kind == "deny":
+def _kept(
+    denied: Sequence[_Denied],
+    roots: dict[str, None],
+    project: str,
+    tracked: Callable[[str, Sequence[str]], set[str]],
+) -> dict[str, str]:
+    """The denied paths that stay denied, with their first reason: the project and the write
+    roots themselves are never denied whole (a root that is a denied path would leave nothing
+    to work in; what is inside them still can be), nor what git tracks inside a write root."""
+    kept: dict[str, str] = {}
+    for item in denied:
+        if item.path in roots or item.path in (project, "/"):
             continue
-        if mount.kind == "read" and enclosing_kind != "deny":
-            continue
-        if any(m.path == mount.path for m in kept):
-            continue  # a path both written and denied: the first (the write root) wins
-        kept.append(mount)
+        kept.setdefault(item.path, item.reason)
+    for root in roots:
+        inside = [p for p in kept if is_within(p, root) and p != root]
+        for path in tracked(root, inside) if inside else ():
+            kept.pop(path, None)
     return kept
 
 
-def bwrap_arguments(
-    policy: SandboxPolicy,
-    *,
-    stub_dir: str | None,
-    stub_file: str | None,
-    is_dir: Callable[[str], bool] = os.path.isdir,
-) -> list[str]:
-    """The bubblewrap options (before ``--``) enforcing `policy`.
-
-    The whole file system read-only; a fresh ``/dev`` and ``/proc`` (the agent's own
-    ``/proc/<pid>/environ`` does not exist inside); the write roots and the tmp folder
-    read-write; a denied folder replaced by `stub_dir` (an empty folder nobody may list, so a
-    read fails with EACCES and says so), or, when something inside it stays visible (an
-    exception, a write root), by an empty tmpfs made read-only after the inner mounts; a
-    denied file replaced by `stub_file` (or ``/dev/null``). Every capability is dropped, so a
-    command started as root cannot undo a mount; a fresh pid, IPC and (without a network
-    grant) network namespace; the command dies with the agent and cannot reach its terminal.
-    """
-    args = [
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-    ]
-    mounts = _effective_mounts(policy)
-    remount_last: list[str] = []
-    for index, mount in enumerate(mounts):
-        if mount.kind == "rw":
-            args += ["--bind", mount.path, mount.path]
-        elif mount.kind == "read":
-            args += ["--ro-bind", mount.path, mount.path]
-        elif is_dir(mount.path):
-            inner = any(
-                is_within(m.path, mount.path) and m.path != mount.path for m in mounts[index + 1 :]
-            )
-            if inner or stub_dir is None:
-                args += ["--tmpfs", mount.path]
-                remount_last += ["--remount-ro", mount.path]
-            else:
-                args += ["--ro-bind", stub_dir, mount.path]
-        else:
-            args += ["--ro-bind", stub_file or "/dev/null", mount.path]
-    args += remount_last
-    args += ["--cap-drop", "ALL", "--unshare-pid", "--unshare-ipc"]
-    if not policy.network:
-        args.append("--unshare-net")
-    args += ["--die-with-parent", "--new-session"]
-    return args
-
-
-# --- Landlock --------------------------------------------------------------------------------
-
-Right = Literal[
-    "execute",
-    "read_file",
-    "read_dir",
-    "write_file",
-    "truncate",
-    "remove_dir",
-    "remove_file",
-    "make_char",
-    "make_dir",
-    "make_reg",
-    "make_sock",
-    "make_fifo",
-    "make_block",
-    "make_sym",
-    "refer",
+__all__ = [
+    "BUILTIN_DENIED",
+    "DEVICE_FILES",
+    "DEVICE_RIGHTS",
+    "FILE_RIGHTS",
+    "FOLDER_ONLY_RIGHTS",
+    "NAME_SEARCH_LIMIT",
+    "READABLE_INSIDE_DENIED",
+    "READ_RIGHTS",
+    "SIDECAR_SUFFIXES",
+    "SKIPPED_FOLDERS",
+    "WRITE_RIGHTS",
+    "LandlockRule",
+    "MountKind",
+    "PathKind",
+    "Right",
+    "build_policy",
+    "bwrap_arguments",
+    "git_tracked",
+    "is_within",
+    "landlock_rules",
+    "landlock_unenforced",
+    "path_kind",
 ]
-
-READ_RIGHTS: frozenset[Right] = frozenset({"execute", "read_file", "read_dir"})
-WRITE_RIGHTS: frozenset[Right] = frozenset(get_args(Right))
-"""Every right: a writable folder may also be read and run from."""
-FILE_RIGHTS: frozenset[Right] = frozenset({"execute", "read_file", "write_file", "truncate"})
-"""The rights that mean something on a file (the kernel refuses the others on one)."""
-FOLDER_ONLY_RIGHTS: frozenset[Right] = WRITE_RIGHTS - FILE_RIGHTS
-"""The rights a folder on the way to a denied path keeps: list it, create and remove in it;
-never read or write a file (a rule on a folder covers everything below it)."""
-DEVICE_RIGHTS: frozenset[Right] = frozenset({"read_file", "write_file", "truncate"})
-
-
-def landlock_unenforced(policy: SandboxPolicy) -> tuple[str, ...]:
-    """The denied paths Landlock leaves readable: the ones inside a writable folder."""
-    writable = policy.writable()
-    return tuple(
-        d for d in policy.deny_paths if any(is_within(d, root) and d != root for root in writable)
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class LandlockRule:
-    """Grant `rights` on `path` and everything below it."""
-
-    path: str
-    rights: frozenset[Right]
-
-
-def landlock_rules(
-    policy: SandboxPolicy,
-    *,
-    list_dir: Callable[[str], Iterable[str]] = os.listdir,
-    kind: Callable[[str], PathKind | None] = path_kind,
-) -> list[LandlockRule]:
-    """The Landlock rules enforcing `policy`'s files part.
-
-    Grants: read (and execute) from ``/``; read and write on each write root and the tmp
-    folder; read and write on the usual device files; read on the exceptions. The read grant
-    is split around each denied path: the folders on the way down keep only the right to be
-    listed (so ``ls ~`` works; a rule on a folder covers everything below it), their other
-    entries get the full grant, the denied path gets nothing. Symlinks get no rule of their
-    own (a rule follows them to their target, which is covered where it lives).
-
-    A denied path inside a writable folder is not split out (`landlock_unenforced`): a
-    folder on the way to it would lose the right to read and write the files created in it
-    later, so ``echo > new.txt`` beside a ``.env`` would fail. Bubblewrap hides those.
-    """
-    denied = tuple(d for d in policy.deny_paths if d not in landlock_unenforced(policy))
-    rules: list[LandlockRule] = []
-
-    def add(path: str, rights: frozenset[Right], path_kind_: PathKind | None) -> None:
-        granted = rights if path_kind_ == "dir" else rights & FILE_RIGHTS
-        if granted:
-            rules.append(LandlockRule(path, granted))
-
-    def grant(path: str, rights: frozenset[Right]) -> None:
-        here = kind(path)
-        if here is None or here == "symlink":
-            return
-        inner = [d for d in denied if is_within(d, path)]
-        if not inner:
-            add(path, rights, here)
-            return
-        if path in inner or here != "dir":
-            return
-        add(path, rights & FOLDER_ONLY_RIGHTS, here)
-        try:
-            names = sorted(list_dir(path))
-        except OSError:
-            return
-        for name in names:
-            grant(path.rstrip("/") + "/" + name, rights)
-
-    grant("/", READ_RIGHTS)
-    for root in policy.writable():
-        grant(root, WRITE_RIGHTS)
-    for device in DEVICE_FILES:
-        if kind(device) is not None:
-            rules.append(LandlockRule(device, DEVICE_RIGHTS))
-    for exception in policy.read_exceptions:
-        if kind(exception) == "file":
-            rules.append(LandlockRule(exception, frozenset({"read_file"})))
-    return rules

@@ -1,16 +1,29 @@
-"""The `config.toml` schema (CFG-5): thirteen sections, unknown keys rejected, seed defaults."""
+"""The `config.toml` schema (CFG-5): thirteen sections, unknown keys rejected, seed defaults.
+
+The tables of tools and their guards are in `tool_sections` (imported from here too), the base
+of every table in `section`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from soong_agent.domain.permissions.decision import Outcome, PermissionMode
-from soong_agent.domain.permissions.protected import DEFAULT_PROTECTED_PATHS
-from soong_agent.domain.permissions.rules import parse_rule
+from soong_agent.domain.config.section import Section, defaults
+from soong_agent.domain.config.tool_sections import (
+    DEFAULT_SENSITIVE_PATHS,
+    HooksConfig,
+    McpToolOverride,
+    McpToolsConfig,
+    NetworkConfig,
+    PermissionRule,
+    PermissionsConfig,
+    SandboxConfig,
+    ToolOverride,
+    ToolsConfig,
+)
 from soong_agent.ports.defaults import no_entries, no_items
 
 ProviderName = Literal["openai", "anthropic", "ollama"]
@@ -44,27 +57,6 @@ def _valid_base_url(text: str) -> str:
 
 
 BaseUrl = Annotated[str, AfterValidator(_valid_base_url)]
-
-
-class Section(BaseModel):
-    """Base of every config table: unknown keys are errors, values are validated strictly."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-# The default factories below are plain functions: pydantic reads each factory's signature
-# when it builds a model, and for `list`, `dict` or a model class that costs ~0.5–1 ms apiece
-# (a builtin's signature is parsed from text with the tokenizer; a model's is generated).
-_SectionT = TypeVar("_SectionT", bound=Section)
-
-
-def _defaults(section: type[_SectionT]) -> Callable[[], _SectionT]:
-    """A default factory: `section` with every key at its default."""
-
-    def make() -> _SectionT:
-        return section()
-
-    return make
 
 
 class RetryConfig(Section):
@@ -101,7 +93,7 @@ class ModelConfig(Section):
     """One whole model call: from sending the request to the end of the answer's stream."""
     idle_timeout_ms: int = Field(default=300_000, gt=0)
     """The longest the server may send nothing (before the answer or between its pieces)."""
-    retry: RetryConfig = Field(default_factory=_defaults(RetryConfig))
+    retry: RetryConfig = Field(default_factory=defaults(RetryConfig))
     thinking_budget_tokens: int | None = Field(default=None, ge=1024)
     price: PriceConfig | None = None
 
@@ -165,7 +157,7 @@ class RuntimeConfig(Section):
     """Stop a run once it has used this many tokens (input + output, cache included)."""
     max_wall_ms: int | None = Field(default=None, gt=0)
     """Stop a run after this long."""
-    stuck: StuckConfig = Field(default_factory=_defaults(StuckConfig))
+    stuck: StuckConfig = Field(default_factory=defaults(StuckConfig))
 
 
 class ContextConfig(Section):
@@ -287,144 +279,55 @@ class TaskConfig(Section):
     step_lease_timeout_ms: int = Field(default=300_000, gt=0)
 
 
-def _valid_rule(text: str) -> str:
-    """A `permissions.allow` / `permissions.deny` entry must parse (PERM-2)."""
-    parse_rule(text)
-    return text
-
-
-PermissionRule = Annotated[str, AfterValidator(_valid_rule)]
-
-
-class PermissionsConfig(Section):
-    """Who may allow what."""
-
-    readonly_default: Outcome = "allow"
-    write_without_callback: Literal["allow", "deny"] = "deny"
-    remember_scope: Literal["session"] = "session"
-    allow_for_session_enabled: bool = True
-    network_policy: Literal["allowlist", "deny"] = "allowlist"
-    mode: PermissionMode = "default"
-    allow: list[PermissionRule] = Field(default_factory=no_items)
-    deny: list[PermissionRule] = Field(default_factory=no_items)
-    protected_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTECTED_PATHS))
-
-
-class HooksConfig(Section):
-    """Command hooks from `${SOONG_AGENT_HOME}/hooks.json`."""
-
-    enabled: bool = True
-    default_timeout_ms: int = Field(default=30_000, gt=0)
-    max_stop_continuations: int = Field(default=3, ge=0)
-    """How often a `stop` hook may make the agent go on, per run."""
-    sandboxed: bool = True
-    """Hook commands run in the same OS sandbox as run_command (`[sandbox]`); false: as
-    plain processes (for a hook that must write outside the project or reach the network)."""
-
-
-class NetworkConfig(Section):
-    """Where network tools may connect."""
-
-    allowed_hosts: list[str] = Field(default_factory=no_items)
-    allowed_domains: list[str] = Field(default_factory=no_items)
-
-
-class McpToolsConfig(Section):
-    """Which MCP servers and tools are used, and how long they may take."""
-
-    disabled_servers: list[str] = Field(default_factory=no_items)
-    disabled_tools: list[str] = Field(default_factory=no_items)
-    """Full tool names (`mcp__git__git_push`); `*` matches any run of characters."""
-    tool_overrides: dict[str, McpToolOverride] = Field(default_factory=no_entries)
-    discovery_cache_ttl_ms: int = Field(default=300_000, ge=0)
-    startup_timeout_ms: int = Field(default=10_000, gt=0)
-    """How long the first model request waits for servers still starting."""
-    call_timeout_ms: int = Field(default=60_000, gt=0)
-    """Time limit of one MCP tool call (a tool's override `timeout_ms` replaces it)."""
-
-
-class ToolOverride(Section):
-    """Replaces parts of one tool's definition."""
-
-    description: str | None = None
-    timeout_ms: int | None = Field(default=None, gt=0)
-    permission_class: Literal["read_only", "write", "exec", "network"] | None = None
-
-
-class McpToolOverride(ToolOverride):
-    """Replaces parts of one MCP tool's definition; `name` renames it (what the model sees and
-    rules match)."""
-
-    name: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-DEFAULT_SENSITIVE_PATHS = [
-    "~/.ssh",
-    "~/.aws",
-    "~/.gnupg",
-    ".env",
-    ".env.*",
-    "${SOONG_AGENT_HOME}/config.toml",
-    "${SOONG_AGENT_HOME}/sessions.sqlite",
-    # what the runtime loads from its home: a tool writing these would change the agent
-    "${SOONG_AGENT_HOME}/tools",
-    "${SOONG_AGENT_HOME}/hooks.json",
-    "${SOONG_AGENT_HOME}/mcp.json",
-    "${SOONG_AGENT_HOME}/agents",
-    "${SOONG_AGENT_HOME}/skills",
-    "${SOONG_AGENT_HOME}/rules",
-    "${SOONG_AGENT_HOME}/CLAUDE.md",
-    "${SOONG_AGENT_HOME}/AGENTS.md",
-    "${SOONG_AGENT_HOME}/memory",
-    "${SOONG_AGENT_HOME}/sessions",
-]
-
-
-class ToolsConfig(Section):
-    """Tool limits and the sandbox."""
-
-    declarative_enabled: bool = True
-    disabled: list[str] = Field(default_factory=no_items)
-    overrides: dict[str, ToolOverride] = Field(default_factory=no_entries)
-    allowed_write_roots: list[str] = Field(default_factory=lambda: ["<project>"])
-    allow_tmp_write: bool = False
-    default_timeout_ms: int = Field(default=120_000, gt=0)
-    max_timeout_ms: int = Field(default=600_000, gt=0)
-    env_allowlist: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "TERM"])
-    stdout_limit_bytes: int = Field(default=200_000, gt=0)
-    stderr_limit_bytes: int = Field(default=100_000, gt=0)
-    max_result_chars: int = Field(default=30_000, gt=0)
-    fetch_max_bytes: int = Field(default=2_000_000, gt=0)
-    network: NetworkConfig = Field(default_factory=_defaults(NetworkConfig))
-    sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
-    mcp: McpToolsConfig = Field(default_factory=_defaults(McpToolsConfig))
-    defer_threshold: int = Field(default=15, ge=0)
-    """Past this many tools in all, MCP tools are offered by name only, behind `tool_search`."""
-
-
-McpToolsConfig.model_rebuild()
-
-
-class SandboxConfig(Section):
-    """The OS sandbox commands run in (SBX-3): `run_command` and declarative tools."""
-
-    os: Literal["auto", "required", "off"] = "auto"
-    network: bool = False
-
-
 class SoongConfig(Section):
     """The whole `config.toml`."""
 
-    runtime: RuntimeConfig = Field(default_factory=_defaults(RuntimeConfig))
-    model: ModelConfig = Field(default_factory=_defaults(ModelConfig))
+    runtime: RuntimeConfig = Field(default_factory=defaults(RuntimeConfig))
+    model: ModelConfig = Field(default_factory=defaults(ModelConfig))
     model_overrides: dict[str, ModelOverride] = Field(default_factory=no_entries)
-    context: ContextConfig = Field(default_factory=_defaults(ContextConfig))
-    compact: CompactConfig = Field(default_factory=_defaults(CompactConfig))
-    memory: MemoryConfig = Field(default_factory=_defaults(MemoryConfig))
-    agents: AgentsConfig = Field(default_factory=_defaults(AgentsConfig))
-    plan: PlanConfig = Field(default_factory=_defaults(PlanConfig))
-    task: TaskConfig = Field(default_factory=_defaults(TaskConfig))
-    permissions: PermissionsConfig = Field(default_factory=_defaults(PermissionsConfig))
-    hooks: HooksConfig = Field(default_factory=_defaults(HooksConfig))
-    tools: ToolsConfig = Field(default_factory=_defaults(ToolsConfig))
-    sandbox: SandboxConfig = Field(default_factory=_defaults(SandboxConfig))
+    context: ContextConfig = Field(default_factory=defaults(ContextConfig))
+    compact: CompactConfig = Field(default_factory=defaults(CompactConfig))
+    memory: MemoryConfig = Field(default_factory=defaults(MemoryConfig))
+    agents: AgentsConfig = Field(default_factory=defaults(AgentsConfig))
+    plan: PlanConfig = Field(default_factory=defaults(PlanConfig))
+    task: TaskConfig = Field(default_factory=defaults(TaskConfig))
+    permissions: PermissionsConfig = Field(default_factory=defaults(PermissionsConfig))
+    hooks: HooksConfig = Field(default_factory=defaults(HooksConfig))
+    tools: ToolsConfig = Field(default_factory=defaults(ToolsConfig))
+    sandbox: SandboxConfig = Field(default_factory=defaults(SandboxConfig))
+
+
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "DEFAULT_KEY_ENVS",
+    "DEFAULT_SENSITIVE_PATHS",
+    "AgentsConfig",
+    "BaseUrl",
+    "CompactConfig",
+    "ContextConfig",
+    "HooksConfig",
+    "McpToolOverride",
+    "McpToolsConfig",
+    "MemoryCategory",
+    "MemoryConfig",
+    "ModelConfig",
+    "ModelOverride",
+    "ModelProfileRef",
+    "NetworkConfig",
+    "PermissionRule",
+    "PermissionsConfig",
+    "PlanConfig",
+    "PriceConfig",
+    "ProviderName",
+    "RetryConfig",
+    "RuntimeConfig",
+    "SandboxConfig",
+    "Section",
+    "SoongConfig",
+    "StuckConfig",
+    "TaskConfig",
+    "ToolOverride",
+    "ToolsConfig",
+    "WorkerConfig",
+    "WorkerPoolConfig",
+]

@@ -10,7 +10,8 @@ from pydantic import BaseModel
 
 from soong_agent.domain.config.resolve import has_placeholder
 from soong_agent.domain.config.schema import ModelOverride, SoongConfig
-from soong_agent.domain.config.validation_messages import KeyPart, format_key_path
+from soong_agent.domain.config.schema_walk import KeyPart
+from soong_agent.domain.config.validation_messages import format_key_path
 
 Source = Literal["default", "file", "placeholder"]
 

@@ -4,7 +4,7 @@
 line naming the file, the key path (`model.timeout_ms`), what was expected and what was found.
 Values of unknown keys and of secret-looking keys are never shown.
 
-Slightly over our ~400-line habit: one formatter per pydantic error type, read together.
+What the schema expects at a key path is read by `schema_walk`.
 """
 
 from __future__ import annotations
@@ -13,16 +13,20 @@ import datetime as _dt
 import difflib
 import json
 import re
-import types
-import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from soong_agent.domain.config.retired import FIXED_VALUE_REASONS, RETIRED_KEYS
-from soong_agent.domain.config.schema import ModelOverride, SoongConfig
+from soong_agent.domain.config.schema_walk import (
+    EXPECTED_BY_TYPE,
+    KeyPart,
+    Where,
+    describe_expected,
+    walk,
+)
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 # Key names whose values may be secrets (`api_key`, `token`, `client_secret` …, not `max_tokens`).
@@ -30,8 +34,6 @@ _SECRETISH = re.compile(
     r"(^|_)(api_?key|key|secret|password|passwd|credentials?|bearer|token)$", re.IGNORECASE
 )
 _MAX_SHOWN = 60
-
-KeyPart = str | int
 
 
 def format_key_path(parts: Sequence[KeyPart]) -> str:
@@ -102,199 +104,6 @@ def _toml_value(value: object) -> str:
     return repr(value)
 
 
-# --- walking the schema along an error location ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Where:
-    """What the schema says about one error location."""
-
-    display: tuple[KeyPart, ...]  # the key path as the user wrote it (union tags removed)
-    annotation: Any  # the expected type at the location, or None if the walk failed
-    metadata: tuple[object, ...]  # constraints (Ge, Gt, …) of the field at the location
-    parent_model: type[BaseModel] | None  # set when the last key is unknown to this table
-    parent_display: tuple[KeyPart, ...]  # key path of that table
-    union_at: int | None  # index in `loc` of the union tag, if the location crossed a union
-    union_tag: str | None
-    union_annotation: Any  # the whole union (for messages that collapse its branches)
-    union_metadata: tuple[object, ...]
-
-
-def _union_members(annotation: Any) -> tuple[Any, ...] | None:
-    if get_origin(annotation) in (typing.Union, types.UnionType):
-        return tuple(a for a in get_args(annotation) if a is not type(None))
-    return None
-
-
-def _strip_optional(annotation: Any) -> Any:
-    members = _union_members(annotation)
-    if members is not None and len(members) == 1:
-        return members[0]
-    return annotation
-
-
-def _is_model(annotation: Any) -> bool:
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-def _union_tag(member: Any) -> str:
-    if isinstance(member, type):
-        return member.__name__
-    return str(member)
-
-
-def _walk(loc: tuple[KeyPart, ...]) -> _Where:
-    annotation: Any = SoongConfig
-    metadata: tuple[object, ...] = ()
-    display: list[KeyPart] = []
-    union_at: int | None = None
-    union_tag: str | None = None
-    union_annotation: Any = None
-    union_metadata: tuple[object, ...] = ()
-    index = 0
-    while index < len(loc):
-        part = loc[index]
-        annotation = _strip_optional(annotation)
-        members = _union_members(annotation)
-        if members is not None:
-            chosen = next((m for m in members if _union_tag(m) == part), None)
-            if chosen is None:
-                break
-            if union_at is None:
-                union_at, union_tag = index, str(part)
-                union_annotation, union_metadata = annotation, metadata
-            annotation = chosen
-            index += 1
-            continue
-        if _is_model(annotation):
-            fields = annotation.model_fields
-            if not isinstance(part, str) or part not in fields:
-                if index == len(loc) - 1:
-                    return _Where(
-                        display=(*display, part),
-                        annotation=None,
-                        metadata=(),
-                        parent_model=annotation,
-                        parent_display=tuple(display),
-                        union_at=union_at,
-                        union_tag=union_tag,
-                        union_annotation=union_annotation,
-                        union_metadata=union_metadata,
-                    )
-                annotation = None
-                display.extend(loc[index:])
-                break
-            field = fields[part]
-            annotation, metadata = field.annotation, tuple(field.metadata)
-        elif get_origin(annotation) is dict:
-            annotation, metadata = get_args(annotation)[1], ()
-        elif get_origin(annotation) is list:
-            annotation, metadata = get_args(annotation)[0], ()
-        else:
-            annotation = None
-            display.extend(loc[index:])
-            break
-        display.append(part)
-        index += 1
-    return _Where(
-        display=tuple(display),
-        annotation=annotation,
-        metadata=metadata,
-        parent_model=None,
-        parent_display=(),
-        union_at=union_at,
-        union_tag=union_tag,
-        union_annotation=union_annotation,
-        union_metadata=union_metadata,
-    )
-
-
-# --- describing what was expected ------------------------------------------------------------
-
-
-def _bounds(metadata: tuple[object, ...], *, integer: bool) -> str:
-    low: object = None
-    high: object = None
-    low_strict = high_strict = False
-    for item in metadata:
-        if getattr(item, "ge", None) is not None:
-            low = item.ge  # type: ignore[attr-defined]
-        if getattr(item, "gt", None) is not None:
-            low, low_strict = item.gt, True  # type: ignore[attr-defined]
-        if getattr(item, "le", None) is not None:
-            high = item.le  # type: ignore[attr-defined]
-        if getattr(item, "lt", None) is not None:
-            high, high_strict = item.lt, True  # type: ignore[attr-defined]
-    if integer:
-        if low_strict and isinstance(low, int):
-            low, low_strict = low + 1, False
-        if high_strict and isinstance(high, int):
-            high, high_strict = high - 1, False
-    if low is not None and high is not None and not low_strict and not high_strict:
-        return f" from {low} to {high}"
-    parts = []
-    if low is not None:
-        parts.append(f"{'>' if low_strict else '≥'} {low}")
-    if high is not None:
-        parts.append(f"{'<' if high_strict else '≤'} {high}")
-    return (" " + " and ".join(parts)) if parts else ""
-
-
-def _literal_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return repr(value)
-
-
-def describe_expected(annotation: Any, metadata: tuple[object, ...] = ()) -> str:
-    """Human words for a schema type: "an integer ≥ 1", "one of 'openai', 'anthropic'", …"""
-    annotation = _strip_optional(annotation)
-    members = _union_members(annotation)
-    if members is not None:
-        if str in members and ModelOverride in members:
-            return "a profile name from [model_overrides] (a string) or an inline table"
-        return " or ".join(describe_expected(m, metadata) for m in members)
-    if get_origin(annotation) is Literal:
-        values = get_args(annotation)
-        if len(values) == 1:
-            return f"{_literal_text(values[0])} (the only supported value)"
-        return "one of " + ", ".join(_literal_text(v) for v in values)
-    if annotation is bool:
-        return "true or false"
-    if annotation is int:
-        return "an integer" + _bounds(metadata, integer=True)
-    if annotation is float:
-        return "a number" + _bounds(metadata, integer=False)
-    if annotation is str:
-        return "a string"
-    if get_origin(annotation) is list:
-        (item,) = get_args(annotation)
-        item = _strip_optional(item)
-        if item is str:
-            return "a list of strings"
-        if _is_model(item):
-            return "a list of tables"
-        if get_origin(item) is Literal:
-            return "a list of " + ", ".join(_literal_text(v) for v in get_args(item))
-        return "a list"
-    if get_origin(annotation) is dict or _is_model(annotation):
-        return "a table"
-    return "a valid value"
-
-
-_EXPECTED_BY_TYPE: dict[str, str] = {
-    "int_type": "an integer",
-    "int_parsing": "an integer",
-    "float_type": "a number",
-    "bool_type": "true or false",
-    "string_type": "a string",
-    "list_type": "a list",
-    "dict_type": "a table",
-    "model_type": "a table",
-    "model_attributes_type": "a table",
-}
-
-
 # --- turning pydantic errors into problems ---------------------------------------------------
 
 
@@ -310,7 +119,7 @@ def _found(value: object, key: KeyPart | None) -> str:
     return f"{toml_value(value)} ({toml_type(value)})"
 
 
-def _unknown_key_text(where: _Where) -> str:
+def _unknown_key_text(where: Where) -> str:
     model = where.parent_model
     assert model is not None
     known = list(model.model_fields)
@@ -333,7 +142,7 @@ def _unknown_key_text(where: _Where) -> str:
     return text
 
 
-def _problem_for(error: Mapping[str, Any], where: _Where) -> _Problem:
+def _problem_for(error: Mapping[str, Any], where: Where) -> _Problem:
     kind = str(error.get("type", ""))
     path = format_key_path(where.display) or "(top level)"
     key = where.display[-1] if where.display else None
@@ -346,7 +155,7 @@ def _problem_for(error: Mapping[str, Any], where: _Where) -> _Problem:
     expected = (
         describe_expected(where.annotation, where.metadata)
         if where.annotation is not None
-        else _EXPECTED_BY_TYPE.get(kind)
+        else EXPECTED_BY_TYPE.get(kind)
     )
     if kind == "missing":
         suffix = f" (expected {expected})" if expected else ""
@@ -366,9 +175,9 @@ def _problem_for(error: Mapping[str, Any], where: _Where) -> _Problem:
 
 
 def _problems(errors: list[Mapping[str, Any]]) -> Iterator[_Problem]:
-    walked = [(err, _walk(tuple(err.get("loc", ())))) for err in errors]
+    walked = [(err, walk(tuple(err.get("loc", ())))) for err in errors]
     # Errors inside a `str | table` union come once per branch; keep the branch the value took.
-    groups: dict[tuple[KeyPart, ...], list[tuple[Mapping[str, Any], _Where]]] = {}
+    groups: dict[tuple[KeyPart, ...], list[tuple[Mapping[str, Any], Where]]] = {}
     for err, where in walked:
         if where.union_at is not None:
             prefix = tuple(err["loc"][: where.union_at])

@@ -24,102 +24,38 @@ which print every changed file. `read_git` reads one simple command's words and 
 Left to the OS sandbox and documented: a ref the model points at a blob (``git tag t HASH``)
 and aliases from the user's own git config are not followed.
 
-Longer than our ~400-line habit on purpose: git's option tables and the reading of each
-object-printing subcommand belong together.
+git's option tables are in `git_options`, the exclusion pathspecs in `git_exclusions` (both
+imported from here too).
 """
 
 from __future__ import annotations
 
 import itertools
-import posixpath
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from soong_agent.domain.permissions.sensitive import SensitiveRule
-from soong_agent.domain.permissions.targets import is_within, relative_parts
-
-_GLOBAL_VALUE_OPTIONS = frozenset(
-    {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env"}
+from soong_agent.domain.permissions.git_exclusions import exclusions, missing_exclusions
+from soong_agent.domain.permissions.git_options import (
+    CONFIG_FILES,
+    CONFIG_READERS,
+    CONFIG_SETTERS,
+    CONFIG_VALUES,
+    GREP_NAMES_ONLY,
+    HEX,
+    LITERAL_PATHSPECS,
+    LOG_VALUES,
+    NEVER_BOUNDED,
+    NO_PATCH,
+    NO_PATCH_PREFIXES,
+    OBJECT_READERS,
+    PATCH,
+    PATCH_PREFIXES,
+    PEELED,
+    VALUE_OPTIONS,
+    git_subcommand,
+    is_git,
 )
-_LITERAL_PATHSPECS = frozenset({"--literal-pathspecs", "--noglob-pathspecs"})
-_HEX = re.compile(r"^([0-9a-fA-F]{4,64})(.*)$")
-# Suffixes that make git take an object as a commit or tree, never a blob.
-_PEELED = re.compile(r"^(\^\{(commit|tree)\}|([~^][0-9]*)+|\^[!@]|\^-[0-9]*)$")
-
-# Diff-family options that print file contents, and those that print only names or counts.
-_PATCH = frozenset(
-    {
-        *("-p", "-u", "--patch", "--patch-with-stat", "--patch-with-raw", "--cc", "-c"),
-        *("--combined-all-paths", "--word-diff", "--color-words", "--binary", "--text", "-a"),
-        *("--ext-diff", "--textconv", "--function-context", "-W", "--full-diff"),
-    }
-)
-_PATCH_PREFIXES = ("--word-diff=", "--color-words=", "-U", "--unified=", "--inter-hunk-context=")
-_NO_PATCH = frozenset(
-    {
-        *("-s", "--no-patch", "--stat", "--numstat", "--shortstat", "--name-only"),
-        *("--name-status", "--raw", "--summary", "--dirstat", "--compact-summary", "--quiet"),
-    }
-)
-_NO_PATCH_PREFIXES = ("--stat=", "--dirstat=", "--stat-width=", "--stat-count=")
-# Options whose value is the next word, by subcommand (a flag read as taking a value would hide
-# the word after it).
-_LOG_VALUES = frozenset(
-    {
-        *("-n", "--max-count", "--skip", "-G", "-S", "-O", "--author", "--committer", "--grep"),
-        *("--since", "--until", "--after", "--before", "-L", "-o", "--output-directory"),
-    }
-)
-_VALUE_OPTIONS: dict[str, frozenset[str]] = {
-    "grep": frozenset(
-        {
-            *("-e", "-f", "-A", "-B", "-C", "--context", "--after-context", "--before-context"),
-            *("--max-depth", "--threads", "-m", "--max-count"),
-        }
-    ),
-    "archive": frozenset({"-o", "--output", "--prefix", "--remote", "--exec", "--format"}),
-    "blame": frozenset({"-L", "-S", "--contents", "--ignore-rev", "--ignore-revs-file"}),
-    "annotate": frozenset({"-L", "-S", "--contents", "--ignore-rev", "--ignore-revs-file"}),
-    "cat-file": frozenset(),
-    "stash": frozenset(),
-    "ls-tree": frozenset(),
-    "rev-parse": frozenset(),
-}
-_GREP_NAMES_ONLY = frozenset(
-    {
-        *("-l", "-L", "-c", "-q", "--count", "--quiet", "--files-with-matches"),
-        *("--files-without-match", "--name-only"),
-    }
-)
-_NEVER_BOUNDED = {
-    "bundle": "git bundle packs every object of the history into one file",
-    "fast-export": "git fast-export prints every object of the history",
-    "pack-objects": "git pack-objects packs objects whatever file they hold",
-    "unpack-file": "git unpack-file writes an object's content to a file",
-    "upload-pack": "git upload-pack sends every object of the history",
-    "upload-archive": "git upload-archive sends a whole tree",
-}
-_OBJECT_READERS = frozenset(
-    {
-        *("show", "cat-file", "archive", "diff", "diff-tree", "difftool", "grep", "log"),
-        *("whatchanged", "ls-tree", "rev-parse", "format-patch", "reflog", "range-diff"),
-    }
-)
-_CONFIG_SETTERS = frozenset(
-    {
-        *("--add", "--unset", "--unset-all", "--replace-all", "--rename-section"),
-        *("--remove-section", "--edit", "-e"),
-    }
-)
-_CONFIG_READERS = frozenset(
-    {
-        *("--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l"),
-        *("--get-color", "--get-colorbool"),
-    }
-)
-_CONFIG_VALUES = frozenset({"--file", "-f", "--blob", "--type", "--default", "--comment"})
-_CONFIG_FILES = {"--global": "~/.gitconfig", "--system": "/etc/gitconfig"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,29 +82,6 @@ class GitRead:
     config_writes: tuple[str, ...] = ()
     disk_paths: tuple[str, ...] = ()
     magic: bool = False
-
-
-def is_git(words: Sequence[str | None]) -> bool:
-    """Whether a simple command runs git."""
-    return bool(words) and words[0] is not None and posixpath.basename(words[0]) == "git"
-
-
-def git_subcommand(words: Sequence[str | None]) -> tuple[int, str | None]:
-    """(index of the subcommand, its name) after git's global options; the name is None when
-    it is not literal or missing."""
-    i = 1
-    while i < len(words):
-        word = words[i]
-        if word is None:
-            return i, None
-        if word in _GLOBAL_VALUE_OPTIONS:
-            i += 2
-            continue
-        if word.startswith("-"):
-            i += 1
-            continue
-        return i, word
-    return i, None
 
 
 @dataclass(slots=True)
@@ -242,17 +155,17 @@ def _hex_object(word: str) -> bool:
     for part in re.split(r"\.\.\.?", word):
         if "^{blob}" in part or part.endswith("^{}"):
             return True  # peeled to a blob, or a tag peeled to whatever it names
-        found = _HEX.match(part)
-        if found is not None and not _PEELED.match(found.group(2)):
+        found = HEX.match(part)
+        if found is not None and not PEELED.match(found.group(2)):
             return True
     return False
 
 
 def _patch_output(options: Iterable[str], *, default: bool) -> bool:
     chosen = list(options)
-    if any(o in _PATCH or o.startswith(_PATCH_PREFIXES) for o in chosen):
+    if any(o in PATCH or o.startswith(PATCH_PREFIXES) for o in chosen):
         return True
-    if any(o in _NO_PATCH or o.startswith(_NO_PATCH_PREFIXES) for o in chosen):
+    if any(o in NO_PATCH or o.startswith(NO_PATCH_PREFIXES) for o in chosen):
         return False
     return default
 
@@ -291,7 +204,7 @@ def read_git(words: Sequence[str | None]) -> GitRead | None:
     for option, value in itertools.pairwise(head):
         if option == "-C":
             directory = value
-    literal_specs = any(option in _LITERAL_PATHSPECS for option in head)
+    literal_specs = any(option in LITERAL_PATHSPECS for option in head)
     aliasing = any(
         value.lower().startswith("alias.")
         for option, value in itertools.pairwise(head)
@@ -301,12 +214,12 @@ def read_git(words: Sequence[str | None]) -> GitRead | None:
         return GitRead(None, directory)
     if aliasing:
         return GitRead(sub, directory, refusal="git -c alias.… defines what git runs")
-    if sub in _NEVER_BOUNDED:
-        return GitRead(sub, directory, refusal=_NEVER_BOUNDED[sub])
+    if sub in NEVER_BOUNDED:
+        return GitRead(sub, directory, refusal=NEVER_BOUNDED[sub])
     args = words[index + 1 :]
     if sub == "config":
         return GitRead(sub, directory, config_writes=_config_writes(args))
-    if sub not in _OBJECT_READERS and sub not in ("blame", "annotate", "stash"):
+    if sub not in OBJECT_READERS and sub not in ("blame", "annotate", "stash"):
         return GitRead(sub, directory)
     return _object_reader(sub, args, directory, literal_specs)
 
@@ -314,7 +227,7 @@ def read_git(words: Sequence[str | None]) -> GitRead | None:
 def _object_reader(
     sub: str, args: Sequence[str | None], directory: str | None, literal_specs: bool
 ) -> GitRead:
-    split = _split(args, _VALUE_OPTIONS.get(sub, _LOG_VALUES))
+    split = _split(args, VALUE_OPTIONS.get(sub, LOG_VALUES))
     if sub == "grep" and not ({"-e", "-f"} & split.values.keys()) and split.positionals:
         split.positionals.pop(0)  # the pattern
     objects: list[tuple[str, bool]] = []
@@ -392,7 +305,7 @@ def _judge(
             return "git stash show -p prints every stashed change and takes no pathspec", None
         return None, None
     if sub == "grep":
-        if any(o in _GREP_NAMES_ONLY for o in options):
+        if any(o in GREP_NAMES_ONLY for o in options):
             return None, None
         return None, "git grep prints the matching lines of every tracked file"
     if sub == "archive":
@@ -422,18 +335,16 @@ def _config_writes(args: Sequence[str | None]) -> tuple[str, ...]:
         "remove-section",
         "edit",
     )
-    reads = any(w in _CONFIG_READERS for w in words) or (
-        bool(words) and words[0] in ("get", "list")
-    )
-    split = _split(words, _CONFIG_VALUES)
+    reads = any(w in CONFIG_READERS for w in words) or (bool(words) and words[0] in ("get", "list"))
+    split = _split(words, CONFIG_VALUES)
     setter = (
         new_style
-        or any(w in _CONFIG_SETTERS for w in words)
+        or any(w in CONFIG_SETTERS for w in words)
         or (not reads and len(split.positionals) >= 2)
     )
     if not setter or (reads and not new_style):
         return ()
-    for option, target in _CONFIG_FILES.items():
+    for option, target in CONFIG_FILES.items():
         if option in words:
             return (target,)
     for option in ("--file", "-f"):
@@ -447,52 +358,12 @@ def _config_writes(args: Sequence[str | None]) -> tuple[str, ...]:
     return (".git/config",)
 
 
-# --- exclusions -----------------------------------------------------------------------------
-
-
-def exclusions(rules: Sequence[SensitiveRule], project: str) -> tuple[str, ...]:
-    """The pathspecs that keep every sensitive file of the project out of a git command's
-    output, anchored at the top of the repository (taken to be the project)."""
-    out: list[str] = []
-    for rule in rules:
-        if rule.name_glob is not None:
-            name = rule.pattern.strip()
-            out += [f":(exclude,top,glob)**/{name}", f":(exclude,top,glob)**/{name}/**"]
-            continue
-        for prefix in rule.prefixes:
-            if is_within(prefix, project) and prefix != project:
-                out.append(":(exclude,top,literal)" + "/".join(relative_parts(prefix, project)))
-        if not rule.prefixes and rule.paths is not None:  # a path entry with a glob
-            absolute = "/" + rule.paths.pattern.removesuffix("/**")
-            top = project.rstrip("/") + "/"
-            if absolute.startswith(top):
-                rel = absolute[len(top) :]
-                out += [f":(exclude,top,glob){rel}", f":(exclude,top,glob){rel}/**"]
-    return tuple(dict.fromkeys(out))
-
-
-def _magic(word: str) -> tuple[frozenset[str], str]:
-    if word.startswith((":!", ":^")):
-        return frozenset({"exclude"}), word[2:]
-    close = word.find(")")
-    names = frozenset(m.strip() for m in word[2:close].split(","))
-    return names, word[close + 1 :]
-
-
-def missing_exclusions(required: Sequence[str], given: Sequence[str]) -> list[str]:
-    """The required exclusion pathspecs that `given` does not hold (magic in any order; a
-    literal exclusion of a folder also covers the literal paths below it)."""
-    have = [_magic(word) for word in given]
-    missing: list[str] = []
-    for want in required:
-        names, pattern = _magic(want)
-        if any(n == names and p == pattern for n, p in have):
-            continue
-        if "literal" in names and any(
-            {"exclude", "top", "literal"} <= n
-            and (pattern == p or pattern.startswith(p.rstrip("/") + "/"))
-            for n, p in have
-        ):
-            continue
-        missing.append(want)
-    return missing
+__all__ = [
+    "GitRead",
+    "exclusions",
+    "git_subcommand",
+    "is_git",
+    "missing_exclusions",
+    "object_path",
+    "read_git",
+]

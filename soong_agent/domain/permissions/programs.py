@@ -1,4 +1,4 @@
-"""Program option tables (PERM-4): what turns a reader into a writer or an executor.
+"""Program option tables (PERM-4), a data table: what makes a reader write or execute.
 
 Pure data and small functions over one simple command's words (literal text; `None` for a word
 that is not literal). Three things live here:
@@ -23,8 +23,9 @@ Programs that execute by nature (``make``, ``npm run``, ``yarn run``, ``pnpm run
 given to an interpreter) have no entry: only a rule naming them covers them, and the commands
 they run through ``xargs``, ``find -exec`` or a wrapper are checked as commands of their own.
 
-Longer than our ~400-line habit on purpose: one table per program, kept together so the coverage
-can be read and reviewed in one place.
+A data table, longer than the 400-line limit on purpose (the first line says so, which
+tests/architecture/test_module_shape.py reads): one table per program, kept together so the
+coverage can be read and reviewed in one place.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from soong_agent.domain.permissions.git_objects import git_subcommand
+from soong_agent.domain.permissions.git_options import git_subcommand
 from soong_agent.ports.shell import ShellAnalysis, SimpleCommand
 
 _SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ";;", "|&", "(", ")", "\n"})
