@@ -832,3 +832,24 @@ async def test_a_stream_cut_after_a_role_chunk_is_not_called_empty(
     )
     err = await failure(make_provider(client, server.base_url, retry=RetryPolicy(max_attempts=1)))
     assert err.detail == "stream ended before [DONE]"
+
+
+async def test_a_lone_surrogate_in_a_request_is_written_out_not_a_crash(
+    server: FakeOpenAIServer, client: httpx.AsyncClient
+) -> None:
+    """A lone surrogate that came past the run's boundaries (a hook's output, a mail) is sent
+    written out by the one text rule: a byte of a file name as its \\xNN escape, any other as
+    U+FFFD; the request is valid UTF-8 JSON the strict server takes."""
+    server.enqueue(text_response("ok"))
+    request = ModelRequest(
+        system=[SystemPart("core", "file caf\udce9.txt")],
+        messages=[user_text("odd \ud800 text")],
+    )
+    events = await collect(make_provider(client, server.base_url), request)
+    assert isinstance(events[-1], StreamFinished)
+    (sent,) = server.requests
+    body = sent.body.decode("utf-8")  # valid UTF-8
+    messages = sent.json["messages"]
+    assert messages[0]["content"] == "file caf\\xe9.txt"
+    assert messages[1]["content"] == "odd \ufffd text"
+    assert "\\ud800" not in body

@@ -47,6 +47,7 @@ from soong_agent.adapters.providers.retry import RetryPolicy
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import RetryScheduled, StreamEvent
+from soong_agent.ports.text import safe_json_text
 
 # The C scanner behind json.loads, called directly in the hot loops: it skips two Python frames
 # and two regex matches per chunk. The hot loops give it only payloads too short to nest
@@ -165,7 +166,7 @@ class HttpStreamProvider(ABC):
         """
         # One generator on purpose: every event passes through it, and another async
         # generator layer per attempt would cost each event a second hop.
-        content = json.dumps(self._body(request), ensure_ascii=False).encode()
+        content = _encoded(json.dumps(self._body(request), ensure_ascii=False))
         key = self._api_key()  # read at first use; the context scrubs it from messages
         headers = self._headers(key)
         ctx = ErrorContext(provider=self._provider, base_url=self._base_url, secret=key)
@@ -386,3 +387,13 @@ def parse(ctx: ErrorContext, what: str, payload: str) -> Any:
         return parse_json(payload)
     except PayloadError as exc:
         raise malformed(ctx, what, payload, str(exc)) from exc
+
+
+def _encoded(body: str) -> bytes:
+    """A request body as UTF-8. A lone surrogate that came past the run's boundaries (a hook's
+    output, a mail, a compaction summary) is written out by the one text rule
+    (`ports.text`), never a `UnicodeEncodeError` that fails every resume of the session."""
+    try:
+        return body.encode()
+    except UnicodeEncodeError:
+        return safe_json_text(body)[0].encode()
