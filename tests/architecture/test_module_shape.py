@@ -68,10 +68,7 @@ KNOWN_LONG_MODULES: set[str] = {
     # TEMPORARY (split by this change, in progress)
     "adapters/mcp/hub.py",
     "adapters/shell/treesitter.py",
-    "adapters/storage/sql.py",
-    "adapters/storage/sqlite_store.py",
     "adapters/web/fetcher.py",
-    "adapters/worktrees/git.py",
 }
 
 KNOWN_LONG_FUNCTIONS: set[str] = {

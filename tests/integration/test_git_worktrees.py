@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from soong_agent.adapters.worktrees import GitWorktrees
-from soong_agent.adapters.worktrees import git as git_module
+from soong_agent.adapters.worktrees import git_cli as git_module
 from soong_agent.ports.worktrees import WorktreeError
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

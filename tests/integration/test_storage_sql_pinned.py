@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from soong_agent.adapters.storage import rows as dbrows
 from soong_agent.adapters.storage import sql, tables
 from soong_agent.ports.artifacts import ArtifactInfo
 from soong_agent.ports.events import TextDeltaEvent
@@ -82,15 +83,15 @@ def test_the_row_helpers_carry_exactly_the_parameters_of_their_statements() -> N
     run = RunInfo(id="r", session_id="s", started_at=T0)
     event = TextDeltaEvent(seq=0, run_id="r", session_id="s", at=T0, text="x")
     info = ArtifactInfo(id="art_1", session_id="s", filename="f", size=1, sha256="0", preview="")
-    assert set(sql.session_row(session, T0)) == _params(sql.UPSERT_SESSION)
-    assert set(sql.run_row(run)) == _params(sql.UPSERT_RUN)
-    assert set(sql.message_rows("s", [user_text("x", id="m")], T0)[0]) == _params(
+    assert set(dbrows.session_row(session, T0)) == _params(sql.UPSERT_SESSION)
+    assert set(dbrows.run_row(run)) == _params(sql.UPSERT_RUN)
+    assert set(dbrows.message_rows("s", [user_text("x", id="m")], T0)[0]) == _params(
         sql.INSERT_MESSAGE
     )
-    assert set(sql.event_rows([event])[0]) == _params(sql.INSERT_EVENT)
-    assert set(sql.artifact_row(info, "r", T0)) == _params(sql.INSERT_ARTIFACT)
+    assert set(dbrows.event_rows([event])[0]) == _params(sql.INSERT_EVENT)
+    assert set(dbrows.artifact_row(info, "r", T0)) == _params(sql.INSERT_ARTIFACT)
     assert set(tables.MESSAGE_PARAMS.values()) == _params(sql.INSERT_MESSAGE)
-    assert set(sql.mark_row("s", "k", "v", T0)) == _params(sql.UPSERT_MARK)
+    assert set(dbrows.mark_row("s", "k", "v", T0)) == _params(sql.UPSERT_MARK)
 
 
 def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> None:
@@ -103,24 +104,24 @@ def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> Non
     info = ArtifactInfo(id="art_1", session_id="s", filename="f", size=1, sha256="0", preview="p")
 
     db.execute("BEGIN IMMEDIATE")
-    db.execute(sql.UPSERT_SESSION, sql.session_row(session, T0 + 1))
-    db.execute(sql.UPSERT_RUN, sql.run_row(run))
-    db.executemany(sql.INSERT_MESSAGE, sql.message_rows("s", messages, T0))
-    db.executemany(sql.INSERT_EVENT, sql.event_rows([event]))
-    db.execute(sql.INSERT_ARTIFACT, sql.artifact_row(info, "r", T0))
-    db.execute(sql.UPSERT_MARK, sql.mark_row("s", "k", "m0", T0))
-    db.execute(sql.UPSERT_MARK, sql.mark_row("s", "k", "m1", T0 + 1))
+    db.execute(sql.UPSERT_SESSION, dbrows.session_row(session, T0 + 1))
+    db.execute(sql.UPSERT_RUN, dbrows.run_row(run))
+    db.executemany(sql.INSERT_MESSAGE, dbrows.message_rows("s", messages, T0))
+    db.executemany(sql.INSERT_EVENT, dbrows.event_rows([event]))
+    db.execute(sql.INSERT_ARTIFACT, dbrows.artifact_row(info, "r", T0))
+    db.execute(sql.UPSERT_MARK, dbrows.mark_row("s", "k", "m0", T0))
+    db.execute(sql.UPSERT_MARK, dbrows.mark_row("s", "k", "m1", T0 + 1))
     db.execute("COMMIT")
 
     rows = db.execute(sql.GET_SESSION, {"sid": "s"}).fetchall()
-    assert sql.session_info(rows[0]).active_leaf_id == "m1"
-    assert [sql.session_info(r).id for r in db.execute(sql.LIST_SESSIONS, {"limit": 5})] == ["s"]
-    assert [sql.run_info(r) for r in db.execute(sql.LIST_RUNS, {"sid": "s"})] == [run]
+    assert dbrows.session_info(rows[0]).active_leaf_id == "m1"
+    assert [dbrows.session_info(r).id for r in db.execute(sql.LIST_SESSIONS, {"limit": 5})] == ["s"]
+    assert [dbrows.run_info(r) for r in db.execute(sql.LIST_RUNS, {"sid": "s"})] == [run]
     contents = [r[0] for r in db.execute(sql.ALL_MESSAGES, {"sid": "s"})]
     assert MESSAGE_LIST.validate_json("[" + ",".join(contents) + "]") == messages
     assert [r[0] for r in db.execute(sql.RUN_EVENTS, {"rid": "r"})] == [event.model_dump_json()]
     found = db.execute(sql.GET_ARTIFACT, {"aid": "art_1", "sid": "s"}).fetchall()
-    assert sql.artifact_info(found[0]) == info
+    assert dbrows.artifact_info(found[0]) == info
     assert db.execute(sql.GET_MARK, {"sid": "s", "key": "k"}).fetchall() == [("m1",)]
     # parent_ordinal resolved within the batch: the walk goes leaf -> root
     for limit, ids in ((-1, ["m1", "m0"]), (10, ["m1", "m0"]), (1, ["m1"])):

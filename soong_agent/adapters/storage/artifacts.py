@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from soong_agent.adapters.storage import rows as dbrows
 from soong_agent.adapters.storage import sql, transactions
 from soong_agent.ports.artifacts import (
     ArtifactInfo,
@@ -93,7 +94,7 @@ class _Artifacts:
             sha256=hashlib.sha256(data).hexdigest(),
             preview=data.decode("utf-8", errors="replace")[: max(0, preview_chars)],
         )
-        row = sql.artifact_row(info, run_id or None, time.time())
+        row = dbrows.artifact_row(info, run_id or None, time.time())
 
         def record(c: sqlite3.Connection) -> None:
             c.execute(sql.INSERT_ARTIFACT, row)
@@ -116,7 +117,7 @@ class _Artifacts:
             return None
         params = {"aid": artifact_id, "sid": session_id}
         rows = self.connection().execute(sql.GET_ARTIFACT, params).fetchall()
-        return sql.artifact_info(rows[0]) if rows else None
+        return dbrows.artifact_info(rows[0]) if rows else None
 
     def read(self, session_id: str, artifact_id: str, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0:
