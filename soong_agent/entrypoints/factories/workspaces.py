@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
     from soong_agent.application.tools.base import Tool
     from soong_agent.domain.config.resolve import ResolvedProfile
-    from soong_agent.entrypoints.factories import CommandSandboxing
+    from soong_agent.entrypoints.factories.safety import CommandSandboxing
     from soong_agent.ports.filesystem import FileSystem
     from soong_agent.ports.model import ModelProvider
     from soong_agent.ports.system import SecretSource
@@ -34,7 +34,7 @@ class ConfigProfileModels:
         self._secrets = secrets
 
     def provider(self, profile: ResolvedProfile) -> ModelProvider:
-        from soong_agent.entrypoints.factories import model_provider
+        from soong_agent.entrypoints.factories.models import model_provider
 
         return model_provider(self._loaded, profile, self._client(), self._secrets)
 
@@ -73,7 +73,7 @@ class WorktreeWorkspaces:
         from soong_agent.application.tools.catalog import apply_tool_config
         from soong_agent.application.tools.declarative import add_declarative_tools
         from soong_agent.application.tools.shell import run_command_tool
-        from soong_agent.entrypoints.factories import secret_names
+        from soong_agent.entrypoints.factories.safety import secret_names
 
         loaded, sandboxing = self._loaded, self._sandboxing()
         config = loaded.config
