@@ -29,8 +29,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from soong_agent.adapters.memory import FileMemoryStore
-from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts
 from soong_agent.application.memory.recall import MemoryRecall, RecallSettings
+from soong_agent.application.runs.assembler import RunAssembler, RunPolicies, RunPorts
 from soong_agent.application.tools.base import ToolRegistry
 from soong_agent.application.tools.files import file_tools
 from soong_agent.application.tools.skills import skills_tool

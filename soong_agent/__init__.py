@@ -18,8 +18,8 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": "soong_agent.application.tools.base",
     "ToolOutput": "soong_agent.application.tools.base",
     "ToolChoice": "soong_agent.ports.model",
-    "Run": "soong_agent.application.run_handle",
-    "RunResult": "soong_agent.application.run_handle",
+    "Run": "soong_agent.application.runs.handle",
+    "RunResult": "soong_agent.application.runs.handle",
     "ApprovalRequest": "soong_agent.ports.approval",
     "Decision": "soong_agent.ports.approval",
     "Message": "soong_agent.ports.messages",
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from soong_agent.application.run_handle import Run, RunResult
+    from soong_agent.application.runs.handle import Run, RunResult
     from soong_agent.application.tools.base import ToolContext, ToolOutput
     from soong_agent.application.tools.function import FunctionTool, tool
     from soong_agent.entrypoints.sdk import AgentRuntime

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.domain.hooks import (
     HookEntry,
     HookSet,

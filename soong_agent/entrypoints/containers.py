@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from soong_agent.application.assembly import RunAssembler, RunPorts
-from soong_agent.application.run_service import RunService
+from soong_agent.application.runs.assembler import RunAssembler, RunPorts
+from soong_agent.application.runs.service import RunService
 from soong_agent.entrypoints import factories
 from soong_agent.entrypoints.di import containers, providers
 
@@ -65,7 +65,7 @@ def _secrets() -> object:
 
 
 def _plan_modes() -> Any:
-    from soong_agent.application.plan_mode import PlanModes
+    from soong_agent.application.permissions.plan_mode import PlanModes
 
     return PlanModes()
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import
     # must stay cheap; what is needed at run time is imported where it is used
     from soong_agent.adapters.approvals.callback import ApprovalCallback
     from soong_agent.adapters.config.toml_loader import LoadedConfig
-    from soong_agent.application.run_handle import Run, RunResult
+    from soong_agent.application.runs.handle import Run, RunResult
     from soong_agent.application.tools.base import Tool
     from soong_agent.application.tools.function import FunctionTool
     from soong_agent.domain.permissions import PermissionMode

@@ -45,7 +45,7 @@ from soong_agent.adapters.tasks import FileTaskLog
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
 from soong_agent.adapters.web.fetcher import HttpxWebFetcher
 from soong_agent.adapters.worktrees import GitWorktrees
-from soong_agent.application.run_handle import Run
+from soong_agent.application.runs.handle import Run
 
 CONTRACTS = Path(__file__).parents[1] / "contract"
 

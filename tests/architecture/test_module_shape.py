@@ -47,13 +47,13 @@ IN_REWORK: tuple[str, ...] = ("adapters/providers/",)
 
 KNOWN_LONG_MODULES: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
-    "application/assembly.py",
-    "application/child_runs.py",
-    "application/context_window.py",
-    "application/loop.py",
-    "application/mcp_tools.py",
-    "application/recorder.py",
-    "application/teams.py",
+    "application/runs/assembler.py",
+    "application/children/launcher.py",
+    "application/context/window.py",
+    "application/runs/loop.py",
+    "application/mcp/tools.py",
+    "application/runs/recorder.py",
+    "application/teams/service.py",
     "entrypoints/cli/main.py",
     # TEMPORARY (split by this change, in progress)
     "adapters/mcp/hub.py",
@@ -62,9 +62,9 @@ KNOWN_LONG_MODULES: set[str] = {
 
 KNOWN_LONG_FUNCTIONS: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
-    "application/assembly.py::RunAssembler.assemble",
-    "application/loop.py::AgentLoop._react",
-    "application/run_service.py::RunService.start",
+    "application/runs/assembler.py::RunAssembler.assemble",
+    "application/runs/loop.py::AgentLoop._react",
+    "application/runs/service.py::RunService.start",
     "entrypoints/cli/main.py::run",
     "entrypoints/cli/render.py::Renderer.handle",
     "entrypoints/factories/tools.py::tool_catalog",
@@ -75,7 +75,7 @@ KNOWN_APPLICATION_IO: set[str] = {
     "application/tools/shell.py::os.access",
     "application/tools/shell.py::shutil.which",
     # whether a session's folder is the project: belongs to the file system port
-    "application/run_service.py::os.path.realpath",
+    "application/runs/service.py::os.path.realpath",
 }
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "soong_agent"
 STARTER = "application/runs/starter.py"
 ALLOWED: dict[str, set[str]] = {
-    "RunInfo": {STARTER, "application/recorder.py"},
-    "SessionInfo": {STARTER, "application/recorder.py"},
+    "RunInfo": {STARTER, "application/runs/recorder.py"},
+    "SessionInfo": {STARTER, "application/runs/recorder.py"},
     ".assemble": {STARTER},
     ".loop.run": {STARTER},
 }

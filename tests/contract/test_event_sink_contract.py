@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from soong_agent.application.run_handle import Run
+from soong_agent.application.runs.handle import Run
 from soong_agent.ports.events import (
     ChildFinished,
     CompactionEvent,

@@ -18,8 +18,8 @@ import pytest
 
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
 from soong_agent.adapters.sandbox import LocalFileSystem
-from soong_agent.application.command_review import review_command
-from soong_agent.application.permission_gate import sandbox_problem
+from soong_agent.application.permissions.command_review import review_command
+from soong_agent.application.permissions.gate import sandbox_problem
 from soong_agent.domain.permissions.protected import ProtectedPaths
 from soong_agent.ports.errors import SandboxViolation
 from soong_agent.ports.filesystem import FileSystem

@@ -20,7 +20,7 @@ import pytest
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 from soong_agent.adapters.system.clock import RandomIds, SystemClock
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
-from soong_agent.application.loop import INTERRUPTED
+from soong_agent.application.runs.loop import INTERRUPTED
 from soong_agent.application.tools.todo import TodoBoard
 from soong_agent.domain.config.schema import CompactConfig, ContextConfig
 from soong_agent.domain.history import unanswered_calls

@@ -68,7 +68,11 @@ async def test_each_kind_of_run_starts_through_the_one_starter(
         return await bounded(task, timeout_s, cancel_s)
 
     monkeypatch.setattr(RunStarter, "launch", spy_launch)
-    for module in ("soong_agent.application.child_runs", "soong_agent.application.teams"):
+    launchers = (
+        "soong_agent.application.children.launcher",
+        "soong_agent.application.teams.service",
+    )
+    for module in launchers:
         monkeypatch.setattr(f"{module}.wait_bounded", spy_wait)
 
     root_message = TASK if kind == "root" else "the root's message"
@@ -121,9 +125,7 @@ async def test_each_kind_of_run_starts_through_the_one_starter(
             assert waits == [60.0]  # a bounded wait: agents.default_child_timeout_ms
         # effective policy: the root was started in plan mode, so this run is held to it
         assert any(isinstance(e, PlanModeChanged) and e.active for e in events)
-        refused = [
-            e for e in events if isinstance(e, ToolResultEvent) and e.name == "write_file"
-        ]
+        refused = [e for e in events if isinstance(e, ToolResultEvent) and e.name == "write_file"]
         assert refused and refused[0].is_error and "mode plan" in refused[0].content
         assert not (project / "written.txt").exists()
         assert json.loads(json.dumps(lineage.hook_agent)) == (

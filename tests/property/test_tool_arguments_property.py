@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 import soong_agent.application.tools as tools_package
-from soong_agent.application.tool_pipeline import ToolPipeline
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
+from soong_agent.application.tools.pipeline import ToolPipeline
 from soong_agent.ports.messages import ToolCallBlock
 from soong_agent.ports.text import safe_json_text, safe_text
 from tests.property.bad_input import arguments_for, bad_text, json_values

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
 from soong_agent.application.hooks import HookPipeline
-from soong_agent.application.loop import LoopSettings
-from soong_agent.application.plan_mode import PlanModes
-from soong_agent.application.run_service import RunService
+from soong_agent.application.permissions.plan_mode import PlanModes
+from soong_agent.application.runs.assembler import RunAssembler, RunPolicies, RunPorts, RunSpec
+from soong_agent.application.runs.loop import LoopSettings
+from soong_agent.application.runs.service import RunService
 from soong_agent.application.tools.base import Tool, ToolRegistry
 from soong_agent.application.tools.files import file_tools
 from soong_agent.domain.config.schema import (

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
-from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
-from soong_agent.application.loop import LoopSettings
-from soong_agent.application.run_service import RunService
+from soong_agent.application.runs.assembler import RunAssembler, RunPolicies, RunPorts, RunSpec
+from soong_agent.application.runs.loop import LoopSettings
+from soong_agent.application.runs.service import RunService
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.application.tools.files import file_tools
 from soong_agent.application.tools.todo import (

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from soong_agent.application.approval_detail import shell_detail
-from soong_agent.application.permission_gate import PermissionGate
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import Run
+from soong_agent.application.permissions.approval_detail import shell_detail
+from soong_agent.application.permissions.gate import PermissionGate
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from soong_agent.application.tools.files import DIFF_MAX_BYTES, unified_diff
 from soong_agent.application.tools.shell import run_command_tool

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from soong_agent.application.batch_writer import GroupCommitWriter
+from soong_agent.application.runs.batch_writer import GroupCommitWriter
 from soong_agent.ports.errors import RunError
 from soong_agent.ports.messages import user_text
 from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit

@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from soong_agent.adapters.inmemory.filesystem import InMemoryFileSystem
-from soong_agent.application.command_review import review_command
+from soong_agent.application.permissions.command_review import review_command
 from soong_agent.domain.permissions.git_objects import (
     exclusions,
     missing_exclusions,

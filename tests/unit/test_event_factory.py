@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from soong_agent.application import event_factory
-from soong_agent.application.event_factory import EventFactory, plan_for
+from soong_agent.application.runs import event_factory
+from soong_agent.application.runs.event_factory import EventFactory, plan_for
 from soong_agent.ports.events import (
     RUN_EVENT,
     CompactionEvent,

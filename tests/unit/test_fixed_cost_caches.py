@@ -15,10 +15,10 @@ from pydantic import BaseModel
 from soong_agent import AgentRuntime
 from soong_agent.adapters.system import context_source
 from soong_agent.adapters.system.context_source import FileContextSource
-from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
-from soong_agent.application.compaction_requests import CompactionRequests
-from soong_agent.application.loop import LoopSettings
-from soong_agent.application.mcp_tools import RunTools
+from soong_agent.application.context.compaction_requests import CompactionRequests
+from soong_agent.application.mcp.tools import RunTools
+from soong_agent.application.runs.assembler import RunAssembler, RunPolicies, RunPorts, RunSpec
+from soong_agent.application.runs.loop import LoopSettings
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.domain.prompt import (
     DEFERRED,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from soong_agent.application.instructions import (
+from soong_agent.application.context.instructions import (
     SKIPPED_KIND,
     FolderInstructions,
     call_path,

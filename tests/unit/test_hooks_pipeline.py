@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from soong_agent.application.hooks import HookContext, HookPipeline
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import Run
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.domain.hooks import HookSet, HooksFileError, parse_hooks, verdict
 from soong_agent.ports.events import HookFailed, HookRan
 from soong_agent.ports.storage import RunInfo, SessionInfo

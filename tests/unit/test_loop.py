@@ -353,7 +353,7 @@ async def test_tool_arguments_json_is_passed_through_unchanged() -> None:
 
 
 async def test_long_runs_keep_a_bounded_replay_buffer_but_live_readers_miss_nothing() -> None:
-    from soong_agent.application.run_handle import Run
+    from soong_agent.application.runs.handle import Run
 
     run = Run(session_id="s", run_id="r", cancel_timeout_s=1, replay_events=10)
     reader = run.events()

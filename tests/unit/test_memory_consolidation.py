@@ -275,7 +275,7 @@ def test_parse_operations_tolerates_fences() -> None:
 
 
 async def test_the_runtime_makes_the_pass_once_the_first_run_is_under_way(tmp_path: Path) -> None:
-    from soong_agent.application.run_service import RunService
+    from soong_agent.application.runs.service import RunService
     from tests.support.harness import Harness
 
     h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))
@@ -303,7 +303,7 @@ async def test_the_runtime_makes_the_pass_once_the_first_run_is_under_way(tmp_pa
 async def test_a_pass_that_cannot_be_made_is_said_once_and_runs_go_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from soong_agent.application.run_service import RunService
+    from soong_agent.application.runs.service import RunService
     from tests.support.harness import Harness
 
     h = Harness(ScriptedModel(default=ScriptedResponse.text("ok")))

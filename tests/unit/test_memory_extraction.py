@@ -23,7 +23,7 @@ from soong_agent.application.memory.extraction_model import (
     parse_operations,
     pending_messages,
 )
-from soong_agent.application.run_service import RunService
+from soong_agent.application.runs.service import RunService
 from soong_agent.domain.memory import MemoryPolicy
 from soong_agent.ports.errors import ProviderError
 from soong_agent.ports.events import ErrorEvent, MemoryRejected, RunEvent

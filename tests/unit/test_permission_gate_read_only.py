@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from soong_agent.application.permission_gate import PermissionGate
-from soong_agent.application.plan_mode import PlanModes
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import Run
+from soong_agent.application.permissions.gate import PermissionGate
+from soong_agent.application.permissions.plan_mode import PlanModes
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput
 from soong_agent.domain import permissions
 from soong_agent.domain.config.schema import PermissionsConfig

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from soong_agent.application.plan_mode import (
+from soong_agent.application.permissions.plan_mode import (
     PlanModes,
     offered_in_plan_mode,
     plan_mode_in,

@@ -4,8 +4,8 @@ says about each of them stays what it says about a model built on its own."""
 
 from __future__ import annotations
 
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import Run
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.ports.events import ErrorEvent, ToolResultEvent
 from soong_agent.ports.messages import Message, TextBlock, ToolResultBlock
 from soong_agent.ports.storage import RunInfo, SessionInfo

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from soong_agent.adapters.redaction import SecretScrubber
-from soong_agent.application.assembly import RunAssembler, RunPolicies, RunPorts, RunSpec
-from soong_agent.application.loop import LoopSettings
-from soong_agent.application.run_handle import Run
-from soong_agent.application.run_service import RunService
+from soong_agent.application.runs.assembler import RunAssembler, RunPolicies, RunPorts, RunSpec
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.loop import LoopSettings
+from soong_agent.application.runs.service import RunService
 from soong_agent.application.tools.base import ToolRegistry
 from soong_agent.application.tools.files import file_tools
 from soong_agent.domain.config.schema import PermissionsConfig

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from soong_agent.application.run_handle import Run
+from soong_agent.application.runs.handle import Run
 from soong_agent.ports.errors import ProviderError, RunError
 from soong_agent.ports.events import ErrorEvent, RunFinished
 from soong_agent.ports.storage import TurnCommit

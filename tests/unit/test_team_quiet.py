@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import pytest
 
-from soong_agent.application.teams import Member, TeamLimits, TeamService
+from soong_agent.application.teams.service import Member, TeamLimits, TeamService
 from soong_agent.ports.mailbox import LEAD, Mail
 from soong_agent.ports.storage import SessionStore
 from soong_agent.testing import FixedClock, InMemoryMailbox, InMemoryTaskLog, SequentialIds

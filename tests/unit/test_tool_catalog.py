@@ -128,7 +128,7 @@ def test_tools_added_to_runs_later_are_known_names_not_mistakes() -> None:
 
 
 def test_the_later_names_are_the_names_of_the_tools_added_later() -> None:
-    from soong_agent.application.mcp_tools import TOOL_SEARCH
+    from soong_agent.application.mcp.tools import TOOL_SEARCH
     from soong_agent.application.tools.agents import dispatch_worker_tool
     from soong_agent.application.tools.catalog import ADDED_LATER
     from soong_agent.application.tools.compact import compact_tool

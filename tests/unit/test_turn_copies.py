@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import Run
-from soong_agent.application.tool_pipeline import _for_call
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.tools.base import ToolContext
+from soong_agent.application.tools.pipeline import _for_call
 from soong_agent.ports.messages import (
     MESSAGE_LIST,
     Message,

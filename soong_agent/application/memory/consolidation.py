@@ -48,7 +48,7 @@ from soong_agent.application.memory.consolidation_plan import (
     entry_of,
     parse_operations,
 )
-from soong_agent.application.model_answers import answer_text
+from soong_agent.application.runs.model_answers import answer_text
 from soong_agent.domain.memory import NAME_RULE, MemoryPolicy
 from soong_agent.domain.memory.consolidation import MAX_INDEX_BYTES, MAX_INDEX_LINES, index_size
 from soong_agent.domain.skills import one_line

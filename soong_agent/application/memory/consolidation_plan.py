@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from soong_agent.application.model_answers import operations_in
+from soong_agent.application.runs.model_answers import operations_in
 from soong_agent.domain.memory import MemoryPolicy
 from soong_agent.domain.memory.consolidation import (
     MAX_INDEX_BYTES,

@@ -49,7 +49,7 @@ from soong_agent.application.memory.extraction_model import (
 from soong_agent.application.memory.extraction_writes import ExtractionReport, ExtractionWriter
 from soong_agent.application.memory.idle_waits import IdleWaits
 from soong_agent.application.memory.notices import Notice, Notices
-from soong_agent.application.model_answers import answer_text
+from soong_agent.application.runs.model_answers import answer_text
 from soong_agent.domain.memory import MemoryPolicy
 from soong_agent.domain.skills import estimate_tokens
 from soong_agent.ports.errors import SoongAgentError

@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from soong_agent.application.memory.catalogue import render_catalogue
-from soong_agent.application.model_answers import operations_in
+from soong_agent.application.runs.model_answers import operations_in
 from soong_agent.domain.memory import NAME_RULE
 from soong_agent.ports.memory import MemoryEntry
 from soong_agent.ports.messages import Message, TextBlock, user_text

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from soong_agent.application.memory.catalogue import render_catalogue
 from soong_agent.application.memory.lexical import LexicalIndex, catalogue_key
-from soong_agent.application.model_answers import FENCE, answer_text
+from soong_agent.application.runs.model_answers import FENCE, answer_text
 from soong_agent.domain.skills import one_line
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.memory import Memory, MemoryEntry, MemoryStore

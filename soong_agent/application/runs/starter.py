@@ -17,12 +17,12 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from soong_agent.application.assembly import AssembledRun, ChildLinks, RunAssembler, RunSpec
 from soong_agent.application.hooks import RunHooks
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import Run, RunResult
-from soong_agent.application.run_policy import BoundRun, ParentRun, bind_run
+from soong_agent.application.runs.assembler import AssembledRun, ChildLinks, RunAssembler, RunSpec
+from soong_agent.application.runs.handle import Run, RunResult
 from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.policy import BoundRun, ParentRun, bind_run
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.tools.base import TeamSeat
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.ports.approval import (

@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Protocol
 
-from soong_agent.application.assembly import RunAssembler, RunSpec
+from soong_agent.application.runs.assembler import RunAssembler, RunSpec
 from soong_agent.application.tools.agents import SPAWNING_TOOLS
 from soong_agent.application.tools.base import Tool, ToolRegistry
 from soong_agent.application.tools.catalog import apply_tool_config

@@ -24,8 +24,8 @@ from soong_agent.entrypoints.cli.render import Renderer
 from soong_agent.ports.errors import SoongAgentError
 
 if TYPE_CHECKING:
-    from soong_agent.application.run_handle import Run
-    from soong_agent.application.run_service import RunService
+    from soong_agent.application.runs.handle import Run
+    from soong_agent.application.runs.service import RunService
     from soong_agent.ports.storage import SessionStore
 
 HELP = """\

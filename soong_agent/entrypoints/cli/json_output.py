@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from soong_agent.application.run_handle import RunResult
+from soong_agent.application.runs.handle import RunResult
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.text import safe_json_text

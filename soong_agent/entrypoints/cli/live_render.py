@@ -14,7 +14,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from soong_agent.application.run_handle import RunResult
+from soong_agent.application.runs.handle import RunResult
 from soong_agent.entrypoints.cli.render import Renderer
 from soong_agent.ports.events import (
     ContextMeasured,

@@ -78,7 +78,7 @@ async def _status(loaded: LoadedConfig) -> int:
 
 
 async def _tools(loaded: LoadedConfig, server: str) -> int:
-    from soong_agent.application.mcp_tools import mcp_tool_name
+    from soong_agent.application.mcp.tools import mcp_tool_name
 
     hub = _hub(loaded)
     if hub is None or server not in hub.servers:

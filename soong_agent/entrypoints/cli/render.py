@@ -6,7 +6,7 @@ import json
 import sys
 from typing import TextIO
 
-from soong_agent.application.run_handle import RunResult
+from soong_agent.application.runs.handle import RunResult
 from soong_agent.ports.events import (
     BudgetExhausted,
     ChildFinished,

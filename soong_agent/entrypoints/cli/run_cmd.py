@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from soong_agent.application.run_handle import Run, RunResult
+from soong_agent.application.runs.handle import Run, RunResult
 from soong_agent.entrypoints.cli.common import (
     EXIT_CANCELLED,
     EXIT_OK,

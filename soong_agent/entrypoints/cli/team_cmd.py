@@ -18,7 +18,7 @@ from soong_agent.ports.errors import SessionNotFound
 def team_show(session_id: str, path: str | None) -> int:
     async def go() -> int:
         from soong_agent.adapters.mailbox import FileMailbox
-        from soong_agent.application.teams import ROSTER_MARK, roster_from_mark
+        from soong_agent.application.teams.service import ROSTER_MARK, roster_from_mark
         from soong_agent.entrypoints.cli.session_tree import Spend, session_spend
         from soong_agent.entrypoints.containers import CliContainer
         from soong_agent.entrypoints.sdk import load

@@ -15,11 +15,11 @@ if TYPE_CHECKING:
     import httpx
 
     from soong_agent.adapters.config.toml_loader import LoadedConfig
-    from soong_agent.application.assembly import RunAssembler, RunPolicies, RunSpec
-    from soong_agent.application.child_runs import ChildRuns, ChildSetup
+    from soong_agent.application.children.launcher import ChildRuns, ChildSetup
+    from soong_agent.application.runs.assembler import RunAssembler, RunPolicies, RunSpec
     from soong_agent.application.runs.starter import RunStarter
     from soong_agent.application.runs.variants import AgentVariants
-    from soong_agent.application.teams import TeamService
+    from soong_agent.application.teams.service import TeamService
     from soong_agent.application.tools.base import Tool
     from soong_agent.domain.config.resolve import ResolvedProfile
     from soong_agent.ports.agents import AgentSource
@@ -34,7 +34,7 @@ from soong_agent.entrypoints.factories.tools import ToolCatalog
 
 def run_policies(loaded: LoadedConfig, profile: ResolvedProfile) -> RunPolicies:
     """The configuration every run of this runtime follows."""
-    from soong_agent.application.assembly import RunPolicies
+    from soong_agent.application.runs.assembler import RunPolicies
 
     config = loaded.config
     return RunPolicies(
@@ -56,8 +56,8 @@ def root_spec(
     loaded: LoadedConfig, catalog: ToolCatalog, profile: ResolvedProfile, provider: ModelProvider
 ) -> RunSpec:
     """What the root runs of this runtime are made of: the catalog's tools, the main model."""
-    from soong_agent.application.assembly import RunSpec
-    from soong_agent.application.loop import LoopSettings
+    from soong_agent.application.runs.assembler import RunSpec
+    from soong_agent.application.runs.loop import LoopSettings
     from soong_agent.domain.run_limits import RunLimits
     from soong_agent.domain.stuck import StuckSettings
 
@@ -135,7 +135,7 @@ def agent_presets(setups: AgentVariants) -> Callable[[str], ChildSetup]:
 def child_runs(loaded: LoadedConfig, setups: AgentVariants, starter: RunStarter) -> ChildRuns:
     """The runtime's child agents (AGT-2, AGT-4): how a child of each definition is put
     together (`AgentSetups.child`), the limits of `[agents]`, and the declared worker pools."""
-    from soong_agent.application.child_runs import ChildLimits, ChildRuns, Worker, WorkerPool
+    from soong_agent.application.children.launcher import ChildLimits, ChildRuns, Worker, WorkerPool
     from soong_agent.domain.agents import worker_id
     from soong_agent.domain.run_limits import RunLimits
 
@@ -184,7 +184,7 @@ def team_service(
     """The runtime's teams (issue 20): mailboxes under `<project>/.soong-agent/teams`, the
     task WALs, and a git worktree per teammate when `agents.worktrees` (default: when the
     project is a git repository); a teammate is put together by `AgentVariants.member`."""
-    from soong_agent.application.teams import TeamLimits, TeamService
+    from soong_agent.application.teams.service import TeamLimits, TeamService
 
     agents = loaded.config.agents
     service = TeamService(

@@ -15,7 +15,7 @@ from soong_agent.ports.web import WebFetcher
 
 if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
-    from soong_agent.application.plan_mode import PlanModes
+    from soong_agent.application.permissions.plan_mode import PlanModes
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.ports.approval import Approver
@@ -221,7 +221,7 @@ def _plan_tools(
     loaded: LoadedConfig, modes: PlanModes | None, approver: Approver | None
 ) -> list[Tool]:
     """plan_write/read/list and, with `modes`, enter/exit_plan_mode (PLAN-1, PLAN-2)."""
-    from soong_agent.application.plan_mode import plan_mode_tools
+    from soong_agent.application.permissions.plan_mode import plan_mode_tools
     from soong_agent.application.tools.plans import plan_tools
 
     plan = loaded.config.plan

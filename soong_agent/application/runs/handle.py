@@ -13,7 +13,7 @@ from soong_agent.ports.streaming import Usage
 from soong_agent.ports.text import safe_text
 
 if TYPE_CHECKING:
-    from soong_agent.application.compaction_requests import CompactionRequests
+    from soong_agent.application.context.compaction_requests import CompactionRequests
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,19 +12,18 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from soong_agent.application.compaction_requests import CompactionRequests
-from soong_agent.application.context_window import ContextWindow
+from soong_agent.application.context.compaction_requests import CompactionRequests
+from soong_agent.application.context.instructions import FolderInstructions
+from soong_agent.application.context.summarizer import Summarizer, tools_text
+from soong_agent.application.context.window import ContextWindow
 from soong_agent.application.hooks import HookContext, HookPipeline, RunHooks
-from soong_agent.application.instructions import FolderInstructions
-from soong_agent.application.loop import AgentLoop, LoopSettings
-from soong_agent.application.mcp_run import McpRunLink
-from soong_agent.application.mcp_tools import McpTools, RunTools
-from soong_agent.application.permission_gate import PermissionGate
-from soong_agent.application.plan_mode import PlanModes
-from soong_agent.application.recorder import RunRecorder, redacting_artifacts
-from soong_agent.application.run_handle import Run
-from soong_agent.application.summarizer import Summarizer, tools_text
-from soong_agent.application.tool_pipeline import RESULT_MAX_CHARS, ToolPipeline
+from soong_agent.application.mcp.run_link import McpRunLink
+from soong_agent.application.mcp.tools import McpTools, RunTools
+from soong_agent.application.permissions.gate import PermissionGate
+from soong_agent.application.permissions.plan_mode import PlanModes
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.loop import AgentLoop, LoopSettings
+from soong_agent.application.runs.recorder import RunRecorder, redacting_artifacts
 from soong_agent.application.tools.base import (
     ChildLauncher,
     TeamSeat,
@@ -34,6 +33,7 @@ from soong_agent.application.tools.base import (
 )
 from soong_agent.application.tools.catalog import apply_tool_config
 from soong_agent.application.tools.compact import compact_tool
+from soong_agent.application.tools.pipeline import RESULT_MAX_CHARS, ToolPipeline
 from soong_agent.application.tools.skills import skills_catalogue_text
 from soong_agent.domain.budget import ContextBudget, compute_budget
 from soong_agent.domain.compaction import approx_tokens

@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from soong_agent.application.batch_writer import GroupCommitWriter
-from soong_agent.application.event_factory import EventFactory
-from soong_agent.application.run_handle import Run
+from soong_agent.application.runs.batch_writer import GroupCommitWriter
+from soong_agent.application.runs.event_factory import EventFactory
+from soong_agent.application.runs.handle import Run
 from soong_agent.ports.artifacts import ArtifactInfo, ArtifactStore
 from soong_agent.ports.errors import RunError
 from soong_agent.ports.events import (

@@ -30,11 +30,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from soong_agent.application.assembly import RunAssembler, RunSpec
 from soong_agent.application.hooks import RunHooks
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import RunResult
+from soong_agent.application.runs.assembler import RunAssembler, RunSpec
+from soong_agent.application.runs.handle import RunResult
 from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.runs.starter import RunStarter, wait_bounded
 from soong_agent.application.tools.base import ToolOutput
 from soong_agent.domain.history import unanswered_calls

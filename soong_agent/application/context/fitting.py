@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from soong_agent.application.compaction_requests import CompactionRequests
-from soong_agent.application.context_window import Compacted, ContextWindow, Trigger
+from soong_agent.application.context.compaction_requests import CompactionRequests
+from soong_agent.application.context.window import Compacted, ContextWindow, Trigger
 from soong_agent.application.hooks import RunHooks
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.domain.compaction import CompactionReport, has_earlier_context
 from soong_agent.ports.events import CompactionEvent, ContextMeasured, ErrorEvent
 

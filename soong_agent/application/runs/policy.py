@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from soong_agent.application.assembly import RunAssembler
-from soong_agent.application.plan_mode import plan_mode_in, stored_plan_mode
+from soong_agent.application.permissions.plan_mode import plan_mode_in, stored_plan_mode
+from soong_agent.application.runs.assembler import RunAssembler
 from soong_agent.domain.permissions import PermissionMode, strictest_mode
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.messages import Message

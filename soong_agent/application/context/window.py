@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from soong_agent.application.summarizer import Summarizer, message_text
+from soong_agent.application.context.summarizer import Summarizer, message_text
 from soong_agent.application.tools.todo import TodoWriteArgs, render_todos
 from soong_agent.domain import compaction as cp
 from soong_agent.domain.budget import ContextBudget

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from soong_agent.application.model_answers import answer_text
+from soong_agent.application.runs.model_answers import answer_text
 from soong_agent.ports.messages import (
     Message,
     TextBlock,

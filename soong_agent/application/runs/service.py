@@ -9,14 +9,14 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from soong_agent.application.assembly import RunAssembler, RunSpec
-from soong_agent.application.child_runs import ORCHESTRATOR_MARK, ChildRuns
+from soong_agent.application.children.launcher import ORCHESTRATOR_MARK, ChildRuns
 from soong_agent.application.hooks import RunHooks
-from soong_agent.application.mcp_tools import loaded_in
+from soong_agent.application.mcp.tools import loaded_in
 from soong_agent.application.memory.recall import MemoryRecall
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import Run
+from soong_agent.application.runs.assembler import RunAssembler, RunSpec
+from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.runs.starter import RunStarter
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
@@ -35,7 +35,7 @@ from soong_agent.ports.storage import SessionInfo
 if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
     from soong_agent.application.memory.consolidation import MemoryConsolidation
     from soong_agent.application.memory.extraction import MemoryExtraction
-    from soong_agent.application.teams import Seat, TeamService
+    from soong_agent.application.teams.service import Seat, TeamService
 
 
 log = logging.getLogger(__name__)

@@ -7,20 +7,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import assert_never
 
-from soong_agent.application.compaction_requests import CompactionRequests
-from soong_agent.application.context_fitting import ContextFitting
-from soong_agent.application.context_window import ContextWindow
+from soong_agent.application.context.compaction_requests import CompactionRequests
+from soong_agent.application.context.fitting import ContextFitting
+from soong_agent.application.context.instructions import FolderInstructions
+from soong_agent.application.context.summarizer import tools_text
+from soong_agent.application.context.window import ContextWindow
 from soong_agent.application.hooks import RunHooks
-from soong_agent.application.instructions import FolderInstructions
-from soong_agent.application.mcp_run import McpRunLink
-from soong_agent.application.mcp_tools import RunTools
-from soong_agent.application.recorder import RunRecorder
-from soong_agent.application.run_handle import RunResult
-from soong_agent.application.steering import Steering
-from soong_agent.application.summarizer import tools_text
-from soong_agent.application.tool_pipeline import ToolPipeline
+from soong_agent.application.mcp.run_link import McpRunLink
+from soong_agent.application.mcp.tools import RunTools
+from soong_agent.application.runs.handle import RunResult
+from soong_agent.application.runs.recorder import RunRecorder
+from soong_agent.application.runs.steering import Steering
+from soong_agent.application.runs.turn import Turn
 from soong_agent.application.tools.base import ToolContext, ToolRegistry
-from soong_agent.application.turn import Turn
+from soong_agent.application.tools.pipeline import ToolPipeline
 from soong_agent.domain.compaction import approx_tokens
 from soong_agent.domain.config.schema import PriceConfig
 from soong_agent.domain.history import CONTINUATION_PROMPT, synthetic_results, unanswered_calls

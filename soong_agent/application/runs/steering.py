@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.stuck import (
     CallTrace,

@@ -10,8 +10,8 @@ from typing import Any, NamedTuple, assert_never
 from pydantic import BaseModel, ValidationError
 
 from soong_agent.application.hooks import TASK_HOOKS, RunHooks
-from soong_agent.application.permission_gate import PermissionGate
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.permissions.gate import PermissionGate
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SoongAgentError

@@ -19,7 +19,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Sequence
 
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.domain.compaction.carry_over import call_path as path_argument
 from soong_agent.ports.events import ErrorEvent, InstructionsLoaded
 from soong_agent.ports.messages import Message, ToolCallBlock, ToolResultBlock

@@ -19,11 +19,15 @@ from typing import assert_never
 
 from pydantic import BaseModel
 
-from soong_agent.application.approval_detail import approval_detail
-from soong_agent.application.command_review import CommandReview, review_command, sandbox_problem
 from soong_agent.application.hooks import RunHooks
-from soong_agent.application.plan_mode import PLAN_TOOL_NAMES, PlanModes
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.permissions.approval_detail import approval_detail
+from soong_agent.application.permissions.command_review import (
+    CommandReview,
+    review_command,
+    sandbox_problem,
+)
+from soong_agent.application.permissions.plan_mode import PLAN_TOOL_NAMES, PlanModes
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext
 from soong_agent.domain import permissions
 from soong_agent.domain.config.schema import PermissionsConfig

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from soong_agent.application.mcp_tools import RunTools
-from soong_agent.application.recorder import RunRecorder
+from soong_agent.application.mcp.tools import RunTools
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.ports.events import McpServerEvent
 from soong_agent.ports.mcp import McpHub, ServerHealth
 
