@@ -55,9 +55,6 @@ KNOWN_LONG_MODULES: set[str] = {
     "application/runs/recorder.py",
     "application/teams/service.py",
     "entrypoints/cli/main.py",
-    # TEMPORARY (split by this change, in progress)
-    "adapters/mcp/hub.py",
-    "adapters/shell/treesitter.py",
 }
 
 KNOWN_LONG_FUNCTIONS: set[str] = {

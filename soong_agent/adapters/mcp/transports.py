@@ -1,0 +1,80 @@
+"""How a hub connects to one MCP server for a run: stdio (a process), streamable HTTP or SSE;
+and the requests it makes of every server (the tool list, page by page)."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from importlib import metadata
+from typing import Any
+
+import anyio.abc
+import httpx2
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from soong_agent.adapters.mcp.stdio import ProcessWatch, open_stdio
+from soong_agent.ports.mcp import McpServerSpec
+
+HTTP_TIMEOUT_S = 30.0
+HTTP_READ_TIMEOUT_S = 300.0
+PAGE_LIMIT = 100
+"""The most pages of a listing read before the server is taken to loop."""
+
+
+async def open_transport(
+    spec: McpServerSpec,
+    stack: AsyncExitStack,
+    helpers: anyio.abc.TaskGroup,
+    watch: ProcessWatch | None,
+) -> tuple[Any, Any]:
+    """The read and write streams of one run of the server `spec` (its transport entered on
+    `stack`; a stdio server's process watched by `watch`)."""
+    if spec.transport == "stdio":
+        assert watch is not None
+        streams: tuple[Any, Any] = await stack.enter_async_context(open_stdio(spec, watch, helpers))
+        return streams
+    assert spec.url is not None
+    if spec.transport == "http":
+        client = await stack.enter_async_context(
+            httpx2.AsyncClient(
+                headers=dict(spec.headers),
+                timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=HTTP_READ_TIMEOUT_S),
+            )
+        )
+        read, write = await stack.enter_async_context(
+            streamable_http_client(spec.url, http_client=client)
+        )
+        return read, write
+    read, write = await stack.enter_async_context(
+        sse_client(
+            spec.url,
+            headers=dict(spec.headers),
+            timeout=HTTP_TIMEOUT_S,
+            sse_read_timeout=HTTP_READ_TIMEOUT_S,
+        )
+    )
+    return read, write
+
+
+async def list_tools(session: ClientSession) -> list[types.Tool]:
+    """Every tool of the server, every page."""
+    found: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(PAGE_LIMIT):
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        found.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            return found
+    raise RuntimeError(f"tools/list went on for more than {PAGE_LIMIT} pages")
+
+
+def our_version() -> str:
+    """This package's version (what the hub tells servers it is)."""
+    try:
+        return metadata.version("soong-agent")
+    except metadata.PackageNotFoundError:
+        return "0"
