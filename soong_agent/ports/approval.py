@@ -55,15 +55,6 @@ class ApprovalRequest:
     agent: str = ""
 
 
-@runtime_checkable
-class Approver(Protocol):
-    """Answers approval requests (a terminal prompt, an SDK callback, a test double)."""
-
-    async def decide(self, request: ApprovalRequest) -> Decision:
-        """Return the user's decision; anything unclear must be answered with ``deny``."""
-        ...
-
-
 @dataclass(frozen=True, slots=True)
 class PlanReview:
     """The user's answer to a plan (PLAN-2): approve it, or keep planning with a `note` for
@@ -74,11 +65,21 @@ class PlanReview:
 
 
 @runtime_checkable
-class PlanReviewer(Protocol):
-    """An approver that can also review a plan: approve it, or send the model back to
-    planning with a note. Approvers without it answer plans through `decide` (any allow is
-    an approval, without a note)."""
+class Approver(Protocol):
+    """Answers approval requests (a terminal prompt, an SDK callback, a test double) and
+    reviews plans."""
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        """Return the user's decision; anything unclear must be answered with ``deny``."""
+        ...
 
     async def review_plan(self, request: ApprovalRequest) -> PlanReview:
-        """The user's review of the plan the request shows; anything unclear keeps planning."""
+        """The user's review of the plan the request shows: approve it, or keep planning
+        with a note for the model; anything unclear keeps planning. An approver that takes no
+        notes answers with its decision (`review_by_decision`)."""
         ...
+
+
+async def review_by_decision(approver: Approver, request: ApprovalRequest) -> PlanReview:
+    """A plan review answered by `decide`: any allow approves the plan, without a note."""
+    return PlanReview(approved=await approver.decide(request) != "deny")

@@ -86,11 +86,6 @@ PORTS: dict[str, Coverage] = {
         (CallbackApprover, TerminalApprover),
         "test_approver_contract.py",
     ),
-    "PlanReviewer": Coverage(
-        testing.RecordingApprover,
-        (CallbackApprover, TerminalApprover),
-        "test_approver_contract.py",
-    ),
     "Clock": Coverage(testing.FixedClock, (SystemClock,), "test_system_contract.py"),
     "IdGenerator": Coverage(testing.SequentialIds, (RandomIds,), "test_system_contract.py"),
     "SecretSource": Coverage(

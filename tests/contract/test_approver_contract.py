@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from soong_agent.adapters.approvals.terminal import TerminalApprover
-from soong_agent.ports.approval import ApprovalRequest, Approver, Decision, PlanReviewer
+from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
 from soong_agent.testing import CallbackApprover, RecordingApprover
 
 ANSWERS: list[Decision] = ["allow_once", "allow_for_session", "deny", "allow_once"]
@@ -100,6 +100,6 @@ async def test_a_plan_is_approved_by_an_allow_and_kept_by_a_deny(
     make: Callable[[list[Decision]], Approver], answer: Decision, approved: bool
 ) -> None:
     approver = make([answer])
-    assert isinstance(approver, PlanReviewer)
+    assert isinstance(approver, Approver)
     review = await approver.review_plan(ask(1))
     assert review.approved is approved and review.note == ""

@@ -47,8 +47,6 @@ from soong_agent.domain.config.schema import PlanConfig
 from soong_agent.ports.approval import (
     ApprovalRequest,
     Approver,
-    PlanReview,
-    PlanReviewer,
     printable,
 )
 from soong_agent.ports.events import PlanModeChanged
@@ -284,10 +282,7 @@ class _PlanModeTools:
             session_scope="nothing (each plan is approved on its own)",
             detail=printable(detail),
         )
-        if isinstance(self._approver, PlanReviewer):
-            review = await self._approver.review_plan(request)
-        else:
-            review = PlanReview(approved=await self._approver.decide(request) != "deny")
+        review = await self._approver.review_plan(request)
         if not review.approved:
             said = f' The user says: "{review.note}".' if review.note else ""
             return ToolOutput(

@@ -30,7 +30,6 @@ from soong_agent.ports.approval import (
     Approver,
     Decision,
     PlanReview,
-    PlanReviewer,
 )
 from soong_agent.ports.events import ChildStarted, PlanModeChanged
 from soong_agent.ports.messages import Message
@@ -53,10 +52,7 @@ class NamedApprover:
         return await self._inner.decide(dataclasses.replace(request, agent=self._agent))
 
     async def review_plan(self, request: ApprovalRequest) -> PlanReview:
-        named = dataclasses.replace(request, agent=self._agent)
-        if isinstance(self._inner, PlanReviewer):
-            return await self._inner.review_plan(named)
-        return PlanReview(approved=await self._inner.decide(named) != "deny")
+        return await self._inner.review_plan(dataclasses.replace(request, agent=self._agent))
 
 
 @dataclass(slots=True)

@@ -19,7 +19,13 @@ import sys
 from collections.abc import Callable
 from typing import Literal, get_args
 
-from soong_agent.ports.approval import ApprovalRequest, Approver, Decision
+from soong_agent.ports.approval import (
+    ApprovalRequest,
+    Approver,
+    Decision,
+    PlanReview,
+    review_by_decision,
+)
 from soong_agent.ports.errors import UsageError
 
 ApproveMode = Literal["ask", "never", "once-per-tool", "rules-only"]
@@ -27,10 +33,13 @@ MODES: tuple[str, ...] = get_args(ApproveMode)
 
 
 class NeverApprover:
-    """Denies every question."""
+    """Denies every question (and keeps every plan in planning)."""
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         return "deny"
+
+    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
+        return PlanReview(approved=False)
 
 
 class OncePerToolApprover:
@@ -44,6 +53,9 @@ class OncePerToolApprover:
             return "deny"
         self._asked.add(request.tool)
         return "allow_once"
+
+    async def review_plan(self, request: ApprovalRequest) -> PlanReview:
+        return await review_by_decision(self, request)
 
 
 def approver_for(
