@@ -91,10 +91,10 @@ OutputOption = Annotated[
 
 
 def _version(value: bool) -> None:
-    if value:
-        from importlib.metadata import version
+    if value:  # (the console script answers a lone --version before typer is imported)
+        from soong_agent import __version__
 
-        sys.stdout.write(f"soong-agent {version('soong-agent')}\n")
+        sys.stdout.write(f"soong-agent {__version__}\n")
         raise typer.Exit(0)
 
 
@@ -103,7 +103,11 @@ def _main(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+            "--version",
+            "-V",
+            callback=_version,
+            is_eager=True,
+            help="Print the version and exit.",
         ),
     ] = False,
 ) -> None:
