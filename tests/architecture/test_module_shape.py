@@ -53,7 +53,6 @@ KNOWN_LONG_MODULES: set[str] = {
     "application/runs/loop.py",
     "application/mcp/tools.py",
     "application/runs/recorder.py",
-    "application/teams/service.py",
     "entrypoints/cli/main.py",
 }
 

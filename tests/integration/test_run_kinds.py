@@ -70,7 +70,7 @@ async def test_each_kind_of_run_starts_through_the_one_starter(
     monkeypatch.setattr(RunStarter, "launch", spy_launch)
     launchers = (
         "soong_agent.application.children.launcher",
-        "soong_agent.application.teams.service",
+        "soong_agent.application.teams.members",
     )
     for module in launchers:
         monkeypatch.setattr(f"{module}.wait_bounded", spy_wait)

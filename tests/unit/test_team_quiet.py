@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pytest
 
+from soong_agent.application.teams.roster import save_roster
 from soong_agent.application.teams.service import Member, TeamLimits, TeamService
 from soong_agent.ports.mailbox import LEAD, Mail
 from soong_agent.ports.storage import SessionStore
@@ -94,7 +95,7 @@ def runs(service: TeamService, monkeypatch: pytest.MonkeyPatch) -> list[tuple[st
     async def run(team: Any, member: Member, message: str) -> None:
         seen.append((member.name, message))
 
-    monkeypatch.setattr(service, "_run", run)
+    monkeypatch.setattr(service._members, "_run", run)
     return seen
 
 
@@ -233,7 +234,8 @@ async def test_a_spawn_that_fails_leaves_no_teammate_in_the_saved_roster(
     mailbox.on_send.append(fail_after_a_while)
     spawning = asyncio.create_task(service.add_member(TEAM, "worker", "carol", "do things"))
     assert await asyncio.to_thread(held.wait, LIMIT_S)
-    await service._save(service._teams[TEAM])  # the roster is saved meanwhile (a status change)
+    # the roster is saved meanwhile (a status change)
+    await save_roster(service._store, service._teams[TEAM])
     release.set()
     with pytest.raises(OSError, match="cannot be written"):
         await asyncio.wait_for(spawning, LIMIT_S)

@@ -35,7 +35,8 @@ from soong_agent.ports.storage import SessionInfo
 if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
     from soong_agent.application.memory.consolidation import MemoryConsolidation
     from soong_agent.application.memory.extraction import MemoryExtraction
-    from soong_agent.application.teams.service import Seat, TeamService
+    from soong_agent.application.teams.seat import Seat
+    from soong_agent.application.teams.service import TeamService
 
 
 log = logging.getLogger(__name__)
