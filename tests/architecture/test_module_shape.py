@@ -48,7 +48,6 @@ IN_REWORK: tuple[str, ...] = ("adapters/providers/",)
 KNOWN_LONG_MODULES: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
     "application/runs/assembler.py",
-    "application/children/launcher.py",
     "application/context/window.py",
     "application/runs/loop.py",
     "application/mcp/tools.py",
