@@ -106,10 +106,7 @@ class ConsolidationSettings:
 
 
 class MemoryConsolidation:
-    """The consolidation pass over one memory folder (`memory`, which keeps the lock).
-
-    `folder` is not used (the lock moved into the memory store); it is accepted until the
-    composition root and the CLI stop passing it."""
+    """The consolidation pass over one memory folder (`memory`, which keeps the lock)."""
 
     def __init__(
         self,
@@ -118,12 +115,10 @@ class MemoryConsolidation:
         policy: MemoryPolicy,
         provider: ModelProvider,
         clock: Clock,
-        folder: str | None = None,
         sessions: SessionStore | None = None,
         settings: ConsolidationSettings | None = None,
         redactor: SecretRedactor | None = None,
     ) -> None:
-        del folder  # the memory store keeps the lock: see the class docstring
         self._memory = memory
         self._policy = policy
         self._provider = provider

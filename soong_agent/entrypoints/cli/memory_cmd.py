@@ -114,7 +114,7 @@ def memory_consolidate(path: str | None, dry_run: bool) -> int:
         adapters = CliContainer(loaded=loaded).adapters
         redactor: SecretRedactor = adapters.redactor()
         known = adapters.knowledge()
-        folder = loaded.config.memory.memory_dir
+        folder = loaded.config.memory.memory_dir  # (shown in what is printed)
         if known.memory is None or known.policy is None:
             sys.stdout.write("memory is disabled (memory.enabled = false)\n")
             return EXIT_OK
@@ -123,7 +123,6 @@ def memory_consolidate(path: str | None, dry_run: bool) -> int:
             policy=known.policy,
             provider=adapters.extract_provider(),
             clock=adapters.clock(),
-            folder=folder,
             settings=ConsolidationSettings(
                 min_hours=loaded.config.memory.consolidate_min_hours,
                 min_sessions=loaded.config.memory.consolidate_min_sessions,

@@ -146,7 +146,6 @@ def memory_consolidation(
         policy=known.policy,
         provider=provider,
         clock=clock,
-        folder=config.memory_dir,
         sessions=sessions,
         settings=ConsolidationSettings(
             min_hours=config.consolidate_min_hours, min_sessions=config.consolidate_min_sessions
