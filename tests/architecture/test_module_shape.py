@@ -49,7 +49,6 @@ KNOWN_LONG_MODULES: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
     "application/runs/assembler.py",
     "application/context/window.py",
-    "application/runs/loop.py",
     "application/mcp/tools.py",
     "application/runs/recorder.py",
     "entrypoints/cli/main.py",
@@ -58,7 +57,6 @@ KNOWN_LONG_MODULES: set[str] = {
 KNOWN_LONG_FUNCTIONS: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
     "application/runs/assembler.py::RunAssembler.assemble",
-    "application/runs/loop.py::AgentLoop._react",
     "application/runs/service.py::RunService.start",
     "entrypoints/cli/main.py::run",
     "entrypoints/cli/render.py::Renderer.handle",

@@ -75,7 +75,7 @@ def test_every_built_in_tool_module_has_argument_models() -> None:
 
 
 def _assert_prepared(model: type[ToolArgs], raw: str) -> None:
-    # the loop's boundary first (`AgentLoop._safe_call`), then the pipeline's parser
+    # the loop's boundary first (`ModelCalls._safe_call`), then the pipeline's parser
     arguments, lone = safe_json_text(raw)
     refused = {arguments: "refused: a lone surrogate"} if lone else None
     call = ToolCallBlock(id="call_1", name="the_tool", arguments=arguments)
