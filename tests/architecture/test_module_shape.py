@@ -47,7 +47,6 @@ IN_REWORK: tuple[str, ...] = ()
 
 KNOWN_LONG_MODULES: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
-    "application/runs/assembler.py",
     "application/context/window.py",
     "application/mcp/tools.py",
     "application/runs/recorder.py",
@@ -56,7 +55,6 @@ KNOWN_LONG_MODULES: set[str] = {
 
 KNOWN_LONG_FUNCTIONS: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
-    "application/runs/assembler.py::RunAssembler.assemble",
     "application/runs/service.py::RunService.start",
     "entrypoints/cli/main.py::run",
     "entrypoints/cli/render.py::Renderer.handle",
