@@ -49,7 +49,6 @@ KNOWN_LONG_MODULES: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
     "application/context/window.py",
     "application/mcp/tools.py",
-    "application/runs/recorder.py",
     "entrypoints/cli/main.py",
 }
 

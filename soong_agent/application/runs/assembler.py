@@ -28,7 +28,8 @@ from soong_agent.application.runs.prompt import (
     instruction_chain,
     system_text,
 )
-from soong_agent.application.runs.recorder import RunRecorder, redacting_artifacts
+from soong_agent.application.runs.recorder import RunRecorder
+from soong_agent.application.runs.scrubbing import redacting_artifacts
 from soong_agent.application.runs.spec import RunPolicies, RunPorts, RunSpec
 from soong_agent.application.tools.base import (
     ChildLauncher,

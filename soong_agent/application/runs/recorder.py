@@ -15,18 +15,18 @@ model of a later run sees the placeholder, which is intended.
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from collections.abc import Awaitable
 from typing import Any
-
-from pydantic import BaseModel
 
 from soong_agent.application.runs.batch_writer import GroupCommitWriter
 from soong_agent.application.runs.event_factory import EventFactory
 from soong_agent.application.runs.handle import Run
-from soong_agent.ports.artifacts import ArtifactInfo, ArtifactStore
+from soong_agent.application.runs.scrubbing import (
+    TEXT_FIELDS,
+    HeldStream,
+    Scrubber,
+    texts_of,
+)
 from soong_agent.ports.errors import RunError
 from soong_agent.ports.events import (
     ContextMeasured,
@@ -45,34 +45,6 @@ from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore, TurnCommit
 from soong_agent.ports.system import Clock, IdGenerator
 
-_PLAIN = frozenset(
-    {
-        # event fields that are identifiers, names or enumerations: never scrubbed
-        "seq",
-        "run_id",
-        "session_id",
-        "at",
-        "type",
-        "call_id",
-        "name",
-        "tool",
-        "kind",
-        "model",
-        "decision",
-        "status",
-        "strategy",
-        "trigger",
-        "action",
-        "budget",
-        "project_dir",
-        "child_session_id",
-        "child_run_id",
-        # content block fields: ids, and provider data that must go back unchanged
-        "id",
-        "signature",
-        "redacted",
-    }
-)
 _STREAMED = (TextDeltaEvent, ThinkingDeltaEvent)
 _FIELDS_SET: dict[tuple[Any, ...], set[str]] = {}
 """The `__pydantic_fields_set__` that content blocks (by class and the names given) share, as
@@ -93,63 +65,6 @@ _EVENTS = EventFactory(
     )
 )
 _set_attribute = object.__setattr__
-_TEXT_FIELDS: dict[type[Any], tuple[str, ...]] = {}
-
-
-def _texts_of(cls: type[Any]) -> tuple[str, ...]:
-    """The fields of an event or content block class that may carry text: every field but
-    identifiers, names, numbers and enumerations (strings, lists and dicts)."""
-    found = _TEXT_FIELDS.get(cls)
-    if found is None:
-        fields = getattr(cls, "model_fields", {})
-        found = _TEXT_FIELDS[cls] = tuple(
-            name
-            for name, info in fields.items()
-            if name not in _PLAIN and not _plain_annotation(info.annotation)
-        )
-    return found
-
-
-def _plain_annotation(annotation: Any) -> bool:
-    """Whether a field of this type can hold no text (numbers, booleans, usage, literals)."""
-    if annotation in (int, float, bool, type(None)):
-        return True
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        return True
-    args = typing.get_args(annotation)
-    if origin in (types.UnionType, typing.Union):
-        return all(_plain_annotation(a) for a in args)
-    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
-
-
-LINE_CONTEXT = 256
-"""How much of the line being streamed the redactor sees as context for each piece."""
-
-
-class _Held:
-    """The text of one stream (answer or reasoning) not yet handed on: pieces are cut where no
-    secret can span the cut (`SecretRedactor.settled`), so a key the model writes across several
-    deltas is still recognised whole."""
-
-    __slots__ = ("line", "pending")
-
-    def __init__(self) -> None:
-        self.pending = ""
-        self.line = ""  # raw text of the current line already handed on (context)
-
-    def take(self, redactor: SecretRedactor, text: str, *, final: bool = False) -> str:
-        buf = self.pending + text if self.pending else text
-        cut = len(buf) if final else redactor.settled(buf, before=self.line)
-        if cut <= 0:
-            self.pending = buf
-            return ""
-        ready, self.pending = buf[:cut], buf[cut:]
-        out = redactor.redact(ready, before=self.line)
-        newline = ready.rfind("\n")
-        line = ready[newline + 1 :] if newline >= 0 else self.line + ready
-        self.line = line[-LINE_CONTEXT:]
-        return out
 
 
 class RunRecorder:
@@ -182,11 +97,10 @@ class RunRecorder:
         self._events: list[RunEvent] = []
         self._writer = GroupCommitWriter(store)
         self._redactor = redactor
-        self._held: dict[type[Any], _Held] = {}
-        self._memo: dict[str, str] = {}
-        """Texts scrubbed since the last batch: most are both an event field and a message
-        block (a tool result, the call's arguments, the answer), and are scrubbed once."""
-        self._title: tuple[str, str] = ("", "")  # (raw, scrubbed)
+        self._scrubber = Scrubber(redactor) if redactor is not None else None
+        self._held: dict[type[Any], HeldStream] = {}
+        self._memo: dict[str, str] = self._scrubber.memo if self._scrubber is not None else {}
+        """Texts scrubbed since the last batch (`Scrubber.memo`)."""
         self.rewritten = False
         """Whether the active path was replaced (a compaction, a pruned loop): the session's
         earlier messages are then no longer all in `history`."""
@@ -209,16 +123,16 @@ class RunRecorder:
                 if held is None:  # a new stream: the other one (if any) has ended
                     if self._held:
                         self._flush_streams()
-                    held = self._held[cls] = _Held()
+                    held = self._held[cls] = HeldStream()
                 fields["text"] = held.take(redactor, fields["text"])
                 if not fields["text"]:
                     return None
             else:
                 if self._held:
                     self._flush_streams()
-                names = _TEXT_FIELDS.get(cls)
+                names = TEXT_FIELDS.get(cls)
                 if names is None:
-                    names = _texts_of(cls)
+                    names = texts_of(cls)
                 memo = self._memo
                 for key in names:
                     value = fields.get(key)
@@ -229,7 +143,8 @@ class RunRecorder:
                                 done = memo[value] = redactor.redact(value)
                             fields[key] = done
                         else:
-                            fields[key] = self._scrub(value)
+                            assert self._scrubber is not None
+                            fields[key] = self._scrubber.value(value)
         return self._publish(cls, fields)
 
     def _publish(self, cls: type[Any], fields: dict[str, Any]) -> RunEvent:
@@ -312,8 +227,8 @@ class RunRecorder:
         if session is None:
             raise RunError("nothing of this run was saved")
         run = self.run_info
-        if self._redactor is not None:
-            session, run = self._scrubbed_headers(session, run)
+        if self._scrubber is not None:
+            session, run = self._scrubber.headers(session, run)
         await self._store.commit(TurnCommit(session=session, run=run, at=self._now()))
 
     async def commit(self) -> None:
@@ -343,119 +258,13 @@ class RunRecorder:
             parent_session_id=s.parent_session_id,
         )
         session, run, messages = self.session, self.run_info, self._messages
-        if self._redactor is not None:
+        scrubber = self._scrubber
+        if scrubber is not None:
             if self._held:
                 self._flush_streams()
-            session, run = self._scrubbed_headers(session, run)
-            messages = [self._scrub_message(m) for m in messages]
+            session, run = scrubber.headers(session, run)
+            messages = [scrubber.message(m) for m in messages]
             self._memo.clear()
         batch = TurnCommit(session=session, run=run, messages=messages, events=self._events, at=now)
         self._messages, self._events = [], []
         return batch
-
-    # --- scrubbing (CFG-6) -------------------------------------------------------------------
-
-    def _scrub(self, value: Any) -> Any:
-        """`value` (a text, or lists and dicts of them) with its secrets replaced; a text that
-        holds none is returned as the same object."""
-        redactor = self._redactor
-        assert redactor is not None
-        if isinstance(value, str):
-            done = self._memo.get(value)
-            if done is None:
-                done = self._memo[value] = redactor.redact(value)
-            return done
-        if isinstance(value, list):
-            return [self._scrub(v) for v in value]
-        if isinstance(value, dict):
-            return {k: v if k in _PLAIN else self._scrub(v) for k, v in value.items()}
-        return value
-
-    def _scrub_message(self, message: Message) -> Message:
-        """The message as it may be stored: the same object when it holds no secret."""
-        blocks: list[Any] | None = None
-        for index, block in enumerate(message.content):
-            clean = self._scrub_block(block)
-            if clean is not block and blocks is None:
-                blocks = list(message.content[:index])
-            if blocks is not None:
-                blocks.append(clean)
-        if blocks is None:
-            return message
-        return message.model_copy(update={"content": blocks})
-
-    def _scrub_block(self, block: BaseModel) -> BaseModel:
-        update: dict[str, Any] | None = None
-        names = _TEXT_FIELDS.get(type(block))
-        values = block.__dict__
-        memo = self._memo
-        for key in names if names is not None else _texts_of(type(block)):
-            value = values[key]
-            if value:
-                if type(value) is str:  # most were scrubbed already, as an event's field
-                    clean = memo.get(value)
-                    if clean is None:
-                        clean = self._scrub(value)
-                    elif clean is not value and clean == value:
-                        continue  # the event's equal text (another object): nothing to replace
-                else:
-                    clean = self._scrub(value)
-                if clean is not value:
-                    if update is None:
-                        update = {}
-                    update[key] = clean
-        return block.model_copy(update=update) if update else block
-
-    def _scrubbed_headers(self, session: SessionInfo, run: RunInfo) -> tuple[SessionInfo, RunInfo]:
-        if session.title:
-            raw, clean = self._title
-            if raw != session.title:
-                raw, clean = session.title, self._scrub(session.title)
-                self._title = (raw, clean)
-            if clean is not raw:
-                session = dataclasses.replace(session, title=clean)
-        if run.reason:
-            reason = self._scrub(run.reason)
-            if reason is not run.reason:
-                run = dataclasses.replace(run, reason=reason)
-        return session, run
-
-
-class RedactingArtifacts:
-    """An `ArtifactStore` that scrubs each artifact of secrets before its bytes are written
-    (CFG-6); reading is passed through. The model's preview of a stored result is made by the
-    tool pipeline from the result itself, like every tool result it receives."""
-
-    def __init__(self, inner: ArtifactStore, redactor: SecretRedactor) -> None:
-        self._inner = inner
-        self._redactor = redactor
-
-    async def save(
-        self, *, session_id: str, run_id: str, filename: str, data: bytes, preview_chars: int
-    ) -> ArtifactInfo:
-        text = data.decode("utf-8", "surrogateescape")
-        clean = self._redactor.redact(text)
-        if clean is not text:
-            data = clean.encode("utf-8", "surrogateescape")
-        return await self._inner.save(
-            session_id=session_id,
-            run_id=run_id,
-            filename=filename,
-            data=data,
-            preview_chars=preview_chars,
-        )
-
-    async def get(self, session_id: str, artifact_id: str) -> ArtifactInfo | None:
-        return await self._inner.get(session_id, artifact_id)
-
-    async def read(self, session_id: str, artifact_id: str, *, offset: int, length: int) -> bytes:
-        return await self._inner.read(session_id, artifact_id, offset=offset, length=length)
-
-
-def redacting_artifacts(
-    artifacts: ArtifactStore | None, redactor: SecretRedactor | None
-) -> ArtifactStore | None:
-    """`artifacts` behind the redactor (as is when either is None)."""
-    if artifacts is None or redactor is None:
-        return artifacts
-    return RedactingArtifacts(artifacts, redactor)
