@@ -47,7 +47,6 @@ IN_REWORK: tuple[str, ...] = ()
 
 KNOWN_LONG_MODULES: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
-    "application/context/window.py",
     "application/mcp/tools.py",
     "entrypoints/cli/main.py",
 }
