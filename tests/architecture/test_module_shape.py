@@ -48,15 +48,11 @@ IN_REWORK: tuple[str, ...] = ()
 KNOWN_LONG_MODULES: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
     "application/mcp/tools.py",
-    "entrypoints/cli/main.py",
 }
 
 KNOWN_LONG_FUNCTIONS: set[str] = {
     # issue 32 item 1 (application/ and entrypoints/ restructured)
     "application/runs/service.py::RunService.start",
-    "entrypoints/cli/main.py::run",
-    "entrypoints/cli/render.py::Renderer.handle",
-    "entrypoints/factories/tools.py::tool_catalog",
 }
 
 KNOWN_APPLICATION_IO: set[str] = {

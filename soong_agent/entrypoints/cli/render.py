@@ -131,88 +131,14 @@ class Renderer:
         self._err.flush()
 
     def handle(self, event: RunEvent) -> None:
-        match event:
-            case TextDeltaEvent():
-                self._out.write(event.text)
-                self._out.flush()
-                self._mid_line = not event.text.endswith("\n")
-            case ToolCallRequested():
-                self.status(f"● {call_preview(event.name, event.arguments)}")
-            case McpServerEvent():
-                line = mcp_line(event)
-                if line:
-                    self.status(line)
-            case MemoryRejected():
-                self.status(f"  ✗ memory {event.name!r} not kept: {'; '.join(event.reasons)}")
-            case InstructionsLoaded():
-                self.status(f"  ≡ {event.path} joined the instructions")
-            case HookFailed():
-                self.status(
-                    f"  ! {event.hook} hook failed, ignored ({_first_line(event.reason)}): "
-                    f"{_first_line(event.command, 60)}"
-                )
-            case PermissionSuggestion():
-                self.status(
-                    f"  hint: you allowed {event.approvals} calls like this; to allow them "
-                    f'without asking, add "{event.rule}" to permissions.allow in config.toml'
-                )
-            case PermissionDecided(decision="deny"):
-                self.status(f"  ✗ denied: {event.reason}")
-            case ToolResultEvent():
-                mark = "✗" if event.is_error else "✓"
-                self.status(f"  {mark} {_first_line(event.content)}")
-            case SandboxDenied():
-                refused = {"read": "reading", "write": "writing", "network": "a connection"}
-                target = f" {event.path}" if event.path else ""
-                self.status(
-                    f"  ⊘ sandbox ({event.mechanism}) refused {refused[event.kind]}{target} "
-                    f"({event.error}): {event.rule}"
-                )
-            case ErrorEvent(fatal=False):
-                self.status(f"  ! {event.message}")
-            case ModelRetry(restarted=True):
-                self.status(
-                    f"  ↻ the answer was cut off ({event.kind}: {event.reason}); the text above "
-                    f"is discarded, asking again in {event.delay_s:.1f} s "
-                    f"(attempt {event.attempt + 1} of {event.max_attempts})"
-                )
-            case ModelRetry():
-                self.status(
-                    f"  ↻ {event.kind}: {event.reason}; retrying in {event.delay_s:.1f} s "
-                    f"(attempt {event.attempt + 1} of {event.max_attempts})"
-                )
-            case StuckDetected():
-                turns = (
-                    f"turn {event.first_turn}"
-                    if event.first_turn == event.last_turn
-                    else f"turns {event.first_turn}-{event.last_turn}"
-                )
-                what = {
-                    "reminder": "reminded the model",
-                    "prune": f"pruned {len(event.pruned)} message(s) from the context",
-                    "stop": "stopping the run",
-                }[event.action]
-                self.status(f"  ⟳ looks stuck ({event.kind}, {turns}): {event.detail}; {what}")
-            case BudgetExhausted():
-                self.status(f"  ■ {event.reason}; stopping at this turn")
-            case ChildStarted() if event.run_id == event.parent_run_id:
-                self.status(
-                    f"  ↳ {child_label(event)} started (session {event.child_session_id}): "
-                    f"{_first_line(event.task, 60)}"
-                )
-            case TeamChanged():
-                step = f" (step {event.step})" if event.step else ""
-                why = f": {_first_line(event.reason, 60)}" if event.reason else ""
-                self.status(f"  ◆ teammate {event.member} {event.status}{step}{why}")
-            case ChildFinished():
-                cost = f", ${event.cost_usd:.4f}" if event.cost_usd is not None else ""
-                why = f": {_first_line(event.reason, 80)}" if event.reason else ""
-                self.status(
-                    f"  ↲ {child_label(event)} {event.status} after {event.turns} turn"
-                    f"{'s' if event.turns != 1 else ''}{cost}{why}"
-                )
-            case _:
-                pass  # the other events are for the store and SDK readers, not the terminal
+        if isinstance(event, TextDeltaEvent):
+            self._out.write(event.text)
+            self._out.flush()
+            self._mid_line = not event.text.endswith("\n")
+            return
+        line = status_line(event)
+        if line:
+            self.status(line)
 
     def finished(self, result: RunResult) -> None:
         self._end_text_line()
@@ -234,3 +160,99 @@ class Renderer:
         self._err.flush()
         self._out.write(f"session: {result.session_id}\n")
         self._out.flush()
+
+
+def status_line(event: RunEvent) -> str | None:
+    """The line the terminal shows for one run event, on stderr (None: nothing; the other
+    events are for the store and SDK readers, not the terminal)."""
+    return _call_line(event) or _run_line(event)
+
+
+def _call_line(event: RunEvent) -> str | None:
+    """A tool call's lines: the call, its permission, its result, what the sandbox refused."""
+    match event:
+        case ToolCallRequested():
+            return f"● {call_preview(event.name, event.arguments)}"
+        case McpServerEvent():
+            return mcp_line(event)
+        case MemoryRejected():
+            return f"  ✗ memory {event.name!r} not kept: {'; '.join(event.reasons)}"
+        case InstructionsLoaded():
+            return f"  ≡ {event.path} joined the instructions"
+        case HookFailed():
+            return (
+                f"  ! {event.hook} hook failed, ignored ({_first_line(event.reason)}): "
+                f"{_first_line(event.command, 60)}"
+            )
+        case PermissionSuggestion():
+            return (
+                f"  hint: you allowed {event.approvals} calls like this; to allow them "
+                f'without asking, add "{event.rule}" to permissions.allow in config.toml'
+            )
+        case PermissionDecided(decision="deny"):
+            return f"  ✗ denied: {event.reason}"
+        case ToolResultEvent():
+            return f"  {'✗' if event.is_error else '✓'} {_first_line(event.content)}"
+        case SandboxDenied():
+            refused = {"read": "reading", "write": "writing", "network": "a connection"}
+            target = f" {event.path}" if event.path else ""
+            return (
+                f"  ⊘ sandbox ({event.mechanism}) refused {refused[event.kind]}{target} "
+                f"({event.error}): {event.rule}"
+            )
+        case _:
+            return None
+
+
+def _run_line(event: RunEvent) -> str | None:
+    """The run's own lines: warnings, retries, steering, budgets, children and teammates."""
+    match event:
+        case ErrorEvent(fatal=False):
+            return f"  ! {event.message}"
+        case ModelRetry(restarted=True):
+            return (
+                f"  ↻ the answer was cut off ({event.kind}: {event.reason}); the text above "
+                f"is discarded, asking again in {event.delay_s:.1f} s "
+                f"(attempt {event.attempt + 1} of {event.max_attempts})"
+            )
+        case ModelRetry():
+            return (
+                f"  ↻ {event.kind}: {event.reason}; retrying in {event.delay_s:.1f} s "
+                f"(attempt {event.attempt + 1} of {event.max_attempts})"
+            )
+        case StuckDetected():
+            return _stuck_line(event)
+        case BudgetExhausted():
+            return f"  ■ {event.reason}; stopping at this turn"
+        case ChildStarted() if event.run_id == event.parent_run_id:
+            return (
+                f"  ↳ {child_label(event)} started (session {event.child_session_id}): "
+                f"{_first_line(event.task, 60)}"
+            )
+        case TeamChanged():
+            step = f" (step {event.step})" if event.step else ""
+            why = f": {_first_line(event.reason, 60)}" if event.reason else ""
+            return f"  ◆ teammate {event.member} {event.status}{step}{why}"
+        case ChildFinished():
+            cost = f", ${event.cost_usd:.4f}" if event.cost_usd is not None else ""
+            why = f": {_first_line(event.reason, 80)}" if event.reason else ""
+            return (
+                f"  ↲ {child_label(event)} {event.status} after {event.turns} turn"
+                f"{'s' if event.turns != 1 else ''}{cost}{why}"
+            )
+        case _:
+            return None
+
+
+def _stuck_line(event: StuckDetected) -> str:
+    turns = (
+        f"turn {event.first_turn}"
+        if event.first_turn == event.last_turn
+        else f"turns {event.first_turn}-{event.last_turn}"
+    )
+    what = {
+        "reminder": "reminded the model",
+        "prune": f"pruned {len(event.pruned)} message(s) from the context",
+        "stop": "stopping the run",
+    }[event.action]
+    return f"  ⟳ looks stuck ({event.kind}, {turns}): {event.detail}; {what}"

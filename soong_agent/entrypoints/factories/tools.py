@@ -103,14 +103,16 @@ def tool_catalog(
     ]
     specs, problems = load_enabled_declarative_tools(loaded.home / "tools", config)
     tools, clashes = add_declarative_tools(
-        tools,
-        specs,
-        runner=runner,
-        project=project,
-        config=config,
-        env=env,
-        secret_names=secrets,
+        tools, specs, runner=runner, project=project, config=config, env=env, secret_names=secrets
     )
+    tools, warnings = apply_tool_config([*tools, *_users(user_tools, tools)], config)
+    loud = [sandbox.choice.warning] if sandbox is not None and sandbox.choice.warning else []
+    known = knowledge.warnings if knowledge is not None else []
+    return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *known, *warnings])
+
+
+def _users(user_tools: list[Tool], tools: list[Tool]) -> list[Tool]:
+    """The SDK caller's Python tools; one named like another tool is a UsageError."""
     taken = {t.name for t in tools} | {"compact"}  # `compact` is added to every run
     for tool in user_tools:
         if tool.name in taken:
@@ -119,10 +121,7 @@ def tool_catalog(
                 "tool, or another of yours); give yours another name with @tool(name=...)"
             )
         taken.add(tool.name)
-    tools, warnings = apply_tool_config([*tools, *user_tools], config)
-    loud = [sandbox.choice.warning] if sandbox is not None and sandbox.choice.warning else []
-    known = knowledge.warnings if knowledge is not None else []
-    return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *known, *warnings])
+    return user_tools
 
 
 def _deferrable(tools: list[Tool]) -> list[Tool]:
