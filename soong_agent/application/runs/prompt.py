@@ -13,7 +13,8 @@ from soong_agent.application.context.instructions import FolderInstructions
 from soong_agent.application.context.summarizer import Summarizer, tools_text
 from soong_agent.application.context.window import ContextWindow
 from soong_agent.application.mcp.run_link import McpRunLink
-from soong_agent.application.mcp.tools import McpTools, RunTools
+from soong_agent.application.mcp.server_tools import McpTools
+from soong_agent.application.mcp.tools import RunTools
 from soong_agent.application.runs.spec import RunPolicies, RunPorts
 from soong_agent.application.tools.base import Tool, ToolRegistry
 from soong_agent.application.tools.skills import skills_catalogue_text
