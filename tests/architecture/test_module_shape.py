@@ -47,10 +47,7 @@ IN_REWORK: tuple[str, ...] = ()
 
 KNOWN_LONG_MODULES: set[str] = set()
 
-KNOWN_LONG_FUNCTIONS: set[str] = {
-    # issue 32 item 1 (application/ and entrypoints/ restructured)
-    "application/runs/service.py::RunService.start",
-}
+KNOWN_LONG_FUNCTIONS: set[str] = set()
 
 KNOWN_APPLICATION_IO: set[str] = {
     # where bash is (the shell tool): belongs behind the process port (issue 32 item 1 owner)

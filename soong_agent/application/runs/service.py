@@ -7,26 +7,27 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from soong_agent.application.children.launcher import ORCHESTRATOR_MARK, ChildRuns
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.mcp.tools import loaded_in
-from soong_agent.application.memory.recall import MemoryRecall
+from soong_agent.application.memory.recall import MemoryRecall, Recalled
 from soong_agent.application.runs.assembler import RunAssembler, RunSpec
 from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.lineage import Lineage
 from soong_agent.application.runs.recorder import RunRecorder
-from soong_agent.application.runs.starter import RunStarter
+from soong_agent.application.runs.resume import definition_changed, session_path
+from soong_agent.application.runs.starter import PreparedRun, RunStarter
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
-from soong_agent.ports.errors import SessionNotFound, UsageError
+from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import (
     AgentSwitched,
     ErrorEvent,
     MemoryRecalled,
-    RunStarted,
 )
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
@@ -40,6 +41,17 @@ if TYPE_CHECKING:  # imported when first used: not on the way to a run's first r
 
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """The session a root run goes into (None: a new one), the path it continues, the agent
+    it runs and, when a blank session switched agents, (the previous, the new one)."""
+
+    session: SessionInfo | None
+    history: list[Message]
+    agent: str | None
+    switched: tuple[str | None, str] | None = None
 
 
 class RunService:
@@ -146,28 +158,6 @@ class RunService:
         """The main model's budget for a root run's system prompt, and that prompt's size."""
         return self._assembler.fitted_budget(self._root)
 
-    async def _history(
-        self, session_id: str, from_message: str | None
-    ) -> tuple[SessionInfo, list[Message]]:
-        store = self._assembler.ports.store
-        session = await store.get_session(session_id)
-        if session is None:
-            raise SessionNotFound(session_id)
-        if from_message is None:
-            return session, await store.active_path(session_id)
-        path = await store.path_to(session_id, from_message)
-        if not path:
-            raise UsageError(f"session {session_id} has no message {from_message!r}")
-        target = path[-1]
-        if target.role != "user" or target.kind != "normal":
-            what = target.role if target.kind == "normal" else f"{target.kind} ({target.role})"
-            article = "an" if what[0] in "aeiou" else "a"
-            raise UsageError(
-                f"message {from_message} is {article} {what} message, not one the user wrote; a "
-                'branch starts from a user message (context.allow_branch_from = "user_message")'
-            )
-        return session, path[:-1]
-
     async def start(
         self,
         message: str,
@@ -194,25 +184,75 @@ class RunService:
             raise UsageError("the message is empty; say what the agent should do")
         if from_message is not None and session_id is None:
             raise UsageError("from_message needs the session_id of the session to branch")
-        ports = self._assembler.ports
-        history: list[Message] = []
-        session: SessionInfo | None = None
-        switched: tuple[str | None, str] | None = None
-        if session_id is not None:
-            session, history = await self._history(session_id, from_message)
-            _same_project(session, ports.fs.root)
-            if agent is None:
-                agent = session.agent  # a session keeps its preset (AGT-3)
-            elif agent != session.agent:
-                if history:
-                    raise UsageError(
-                        f"session {session_id} runs the agent {session.agent or 'default'!r}; "
-                        "the agent can be switched only while a session has no messages"
-                    )
-                switched = (session.agent, agent)
-                session = dataclasses.replace(session, agent=agent)
-        if session_id is not None and not orchestrator and self.children and self.children.pools:
-            orchestrator = await ports.store.get_mark(session_id, ORCHESTRATOR_MARK) is not None
+        ports, starter = self._assembler.ports, self.starter
+        target = await self._target(session_id, from_message, agent)
+        orchestrator = orchestrator or await self._resumes_as_orchestrator(session_id)
+        assembler, spec = self._spec(target.agent, orchestrator, tool_choice, limits)
+        session = target.session
+        if session is None:
+            title = message.strip().splitlines()[0]
+            session = starter.new_session(project_dir=ports.fs.root, title=title, agent=spec.agent)
+        grants = self._grants.setdefault(session.id, SessionGrants())
+        # every branch: what was loaded before (deferred MCP tools, folder instructions)
+        earlier = await ports.store.all_messages(session.id) if session_id is not None else []
+        recalled = await self.recall.recall(message) if self.recall is not None else None
+        prepared = await starter.prepare(
+            assembler,
+            spec,
+            Lineage(agent=target.agent),
+            session=session,
+            message=message,
+            history=target.history,
+            resumed=session_id is not None,
+            grants=grants,
+            plan_mode=plan_mode,
+            mode_source=self._mode_source(target.agent, assembler),
+            earlier=earlier,
+            memory=recalled.text if recalled is not None else "",
+            mcp_loaded=loaded_in(earlier),  # tools a tool_search loaded stay loaded
+            children=self.children,
+            team=self._lead_seat(session.id) if orchestrator else None,
+        )
+        await self._first_events(prepared, target, recalled, session_id, orchestrator)
+        self._launch(prepared, fresh=session_id is None)
+        return prepared.run
+
+    async def _target(
+        self, session_id: str | None, from_message: str | None, agent: str | None
+    ) -> _Target:
+        """The session the run goes into (None: a new one), the path it continues and the
+        agent it runs: a resumed session keeps its preset, a blank one may switch (AGT-3)."""
+        if session_id is None:
+            return _Target(None, [], agent)
+        session, history = await session_path(self._assembler.ports.store, session_id, from_message)
+        _same_project(session, self._assembler.ports.fs.root)
+        if agent is None or agent == session.agent:
+            return _Target(session, history, session.agent)
+        if history:
+            raise UsageError(
+                f"session {session_id} runs the agent {session.agent or 'default'!r}; "
+                "the agent can be switched only while a session has no messages"
+            )
+        switched = dataclasses.replace(session, agent=agent)
+        return _Target(switched, history, agent, switched=(session.agent, agent))
+
+    async def _resumes_as_orchestrator(self, session_id: str | None) -> bool:
+        """Whether a resumed session dispatched work to workers: it resumes as an
+        orchestrator (AGT-4)."""
+        if session_id is None or not self.children or not self.children.pools:
+            return False
+        store = self._assembler.ports.store
+        return await store.get_mark(session_id, ORCHESTRATOR_MARK) is not None
+
+    def _spec(
+        self,
+        agent: str | None,
+        orchestrator: bool,
+        tool_choice: ToolChoice | None,
+        limits: RunLimits | None,
+    ) -> tuple[RunAssembler, RunSpec]:
+        """The assembler and spec of the run: its agent's (or the root's), an orchestrator's
+        when it is one, with this run's tool choice and budgets."""
         assembler, spec = self._setup_for(agent)
         if orchestrator:
             if self._orchestrator is None or self.children is None:
@@ -224,42 +264,28 @@ class RunService:
                 "a cost budget (max_cost_usd, --max-cost) needs the model's prices: set "
                 "[model.price] in config.toml"
             )
-        starter = self.starter
-        if session is None:
-            session = starter.new_session(
-                project_dir=ports.fs.root,
-                title=message.strip().splitlines()[0],
-                agent=spec.agent,
-            )
-        grants = self._grants.setdefault(session.id, SessionGrants())
-        # every branch: what was loaded before (deferred MCP tools, folder instructions)
-        earlier = await ports.store.all_messages(session.id) if session_id is not None else []
-        recalled = await self.recall.recall(message) if self.recall is not None else None
-        prepared = await starter.prepare(
-            assembler,
-            spec,
-            Lineage(agent=agent),
-            session=session,
-            message=message,
-            history=history,
-            resumed=session_id is not None,
-            grants=grants,
-            plan_mode=plan_mode,
-            mode_source=self._mode_source(agent, assembler),
-            earlier=earlier,
-            memory=recalled.text if recalled is not None else "",
-            mcp_loaded=loaded_in(earlier),  # tools a tool_search loaded stay loaded
-            children=self.children,
-            team=self._lead_seat(session.id) if orchestrator else None,
-        )
-        recorder = prepared.recorder
+        return assembler, spec
+
+    async def _first_events(
+        self,
+        prepared: PreparedRun,
+        target: _Target,
+        recalled: Recalled | None,
+        session_id: str | None,
+        orchestrator: bool,
+    ) -> None:
+        """What only a root run records before its loop starts: its team (the lead's mode
+        binds the teammates; a resumed team comes back), an edited or switched agent, the
+        memories recalled, the extraction job's notices."""
+        recorder, session, spec = prepared.recorder, prepared.session, prepared.spec
         teams = self.teams if orchestrator else None
         if teams is not None:
             teams.set_lead_mode(session.id, prepared.bound.mode)  # it binds the teammates
             if session_id is not None:
                 await teams.restore(session.id, session.project_dir)  # they come back
+        switched = target.switched
         if session_id is not None and switched is None and spec.settings.agent_hash:
-            edited = await self._definition_changed(session_id, spec)
+            edited = await definition_changed(self._assembler.ports.store, session_id, spec)
             if edited is not None:
                 recorder.event(ErrorEvent, kind="agent_changed", message=edited, fatal=False)
         if switched is not None:  # the switch of a blank session's agent is logged (AGT-3)
@@ -269,7 +295,12 @@ class RunService:
         if self._extraction is not None:  # (not made yet: no notice, no idle wait to end)
             for notice in self._extraction.run_started(session.id):
                 recorder.event(notice.event, **notice.fields)
-        task = starter.launch(prepared)
+
+    def _launch(self, prepared: PreparedRun, *, fresh: bool) -> None:
+        """Start the run's loop and wire what follows it: the session's grants, the memory
+        consolidation pass and the extraction job (`fresh`: a new session's run)."""
+        session, recorder = prepared.session, prepared.recorder
+        task = self.starter.launch(prepared)
         self._active[session.id] = self._active.get(session.id, 0) + 1
         task.add_done_callback(lambda _: self._run_ended(session.id))
         if self._consolidation_of is not None:  # the first run: the job is made (its module
@@ -279,7 +310,6 @@ class RunService:
             self._consolidate_when_due()
         if self._extraction is not None or self._extraction_of is not None:
             # before a waiter resumes: the job starts first
-            fresh = session_id is None  # every message of a new session is in its history
 
             def ended(_: object) -> None:
                 extraction = self.extraction
@@ -288,27 +318,6 @@ class RunService:
                     extraction.run_ended(session.id, recorder.history if whole else None)
 
             task.add_done_callback(ended)
-        return prepared.run
-
-    async def _definition_changed(self, session_id: str, spec: RunSpec) -> str | None:
-        """Why the session's agent definition differs from the one its last run followed
-        (its text was edited since), or None."""
-        store = self._assembler.ports.store
-        runs = await store.list_runs(session_id)
-        if not runs:
-            return None
-        for event in await store.run_events(runs[-1].id):
-            if isinstance(event, RunStarted):
-                before = event.agent_hash
-                if before and before != spec.settings.agent_hash:
-                    return (
-                        f"the agent definition {spec.agent!r} changed since this session's "
-                        f"last run (sha256 {before[:12]}… -> "
-                        f"{(spec.settings.agent_hash or '')[:12]}…); the session goes on with "
-                        "the new one"
-                    )
-                return None
-        return None
 
     def _lead_seat(self, team_id: str) -> Callable[[RunRecorder, RunHooks | None], Seat] | None:
         """How an orchestrator's run takes its seat as the lead of its team (issue 20)."""
