@@ -1128,7 +1128,7 @@ ROWS: list[Row] = [
     Effect(
         "tools.mcp.discovery_cache_ttl_ms",
         at("tools.mcp.discovery_cache_ttl_ms", 1_000),
-        built(lambda c: c.adapters.mcp_hub()._cache._ttl_s, MCP_JSON),
+        built(lambda c: c.adapters.mcp_hub()._board.cache._ttl_s, MCP_JSON),
         300.0,
         1.0,
     ),
