@@ -165,7 +165,7 @@ def test_run_imports_only_what_its_first_request_needs(tmp_path: Path) -> None:
             "httpx._main",
             "rich",
             "frontmatter",  # until a memory file is read or written
-            "soong_agent.application.teams.service",  # until an orchestrator run
+            "soong_agent.application.teams",  # until an orchestrator run (every team module)
             "soong_agent.application.tools.team",  # (the lead's tools: ditto)
             "soong_agent.ports.mailbox",
             "yaml",  # until a skill, agent or memory file is parsed (not by dependency-injector)
