@@ -105,7 +105,7 @@ class Adapters(containers.DeclarativeContainer):
     command_sandboxing = providers.Singleton(factories.command_sandboxing, loaded)
     command_runner = providers.Singleton(factories.command_runner, command_sandboxing)
     web_fetcher = providers.Singleton(factories.web_fetcher, loaded)
-    token_counter = providers.Singleton(factories.token_counter)
+    token_counter = providers.Singleton(factories.token_counter, loaded)
     shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
     redactor = providers.Singleton(factories.secret_redactor, loaded, secrets)
     hooks = providers.Singleton(

@@ -57,3 +57,9 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int:
         """The estimated token count of `text`."""
         ...
+
+    def remembered(self, text: str) -> int | None:
+        """`count(text)` when it can be answered without loading anything: the counter is
+        loaded, or it kept the count of this very text from an earlier process (a system
+        prompt is the same run after run); None otherwise."""
+        ...

@@ -78,3 +78,12 @@ def test_warm_up_returns_at_once_and_then_the_counter_is_loaded(counter: TokenCo
     counter.warm_up()  # again: nothing to do
     assert counter.loaded
     assert counter.count("hello") >= 1
+
+
+def test_remembered_is_the_count_once_loaded_and_never_loads(counter: TokenCounter) -> None:
+    text = "a prompt that stays the same run after run. " * 100
+    if not counter.loaded:
+        assert counter.remembered(text) is None  # nothing kept, nothing loaded for it
+        assert not counter.loaded
+    counted = counter.count(text)
+    assert counter.remembered(text) == counted

