@@ -33,6 +33,14 @@ def wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
     return time.perf_counter() - start
 
 
+_FLOOR = (
+    "import sys; sys.modules.setdefault('httpx._main', None); "
+    "import typer, pydantic, asyncio, sqlite3, json, httpx"
+)
+"""The third-party imports every run makes (httpx without its command-line module, as the
+runtime imports it)."""
+
+
 def paired(a: list[str], b: list[str], repeats: int) -> float:
     """The median of a/b over `repeats` pairs run in turn, A B A B ..."""
     ratios = []
@@ -195,6 +203,12 @@ def main() -> None:
     print(
         f"  {'':<34} = {ratio:4.1f}x `python -c 'import httpx'` ({httpx_s * 1000:.1f} ms)"
         f"  (target ≤ 4x: {'ok' if ratio <= 4 else 'OVER'})"
+    )
+    floor = paired([sys.executable, "-c", _FLOOR], [CLI, "--help"], REPEATS)
+    print(
+        f"  {'floor: the libraries a run needs':<34} {floor:4.2f}x --help  (python importing "
+        "typer, pydantic, asyncio, sqlite3 and httpx, nothing of soong-agent: what no run can "
+        "go under)"
     )
     for window, label in ((None, "default window"), (8192, "context_window = 8192")):
         runs, helps = one_turn_and_help(REPEATS, window)
