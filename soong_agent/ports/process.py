@@ -59,3 +59,8 @@ class ProcessRunner(Protocol):
         Raises asyncio.CancelledError after killing the group when the caller is cancelled.
         """
         ...
+
+    def find_program(self, name: str) -> str | None:
+        """Where the program `name` is, as `run` would start it (`bash`: the shell of
+        `run_command`), or None when it is not installed."""
+        ...

@@ -49,13 +49,7 @@ KNOWN_LONG_MODULES: set[str] = set()
 
 KNOWN_LONG_FUNCTIONS: set[str] = set()
 
-KNOWN_APPLICATION_IO: set[str] = {
-    # where bash is (the shell tool): belongs behind the process port (issue 32 item 1 owner)
-    "application/tools/shell.py::os.access",
-    "application/tools/shell.py::shutil.which",
-    # whether a session's folder is the project: belongs to the file system port
-    "application/runs/service.py::os.path.realpath",
-}
+KNOWN_APPLICATION_IO: set[str] = set()
 
 
 def _modules() -> Iterator[tuple[str, Path]]:

@@ -195,3 +195,21 @@ async def test_calls_do_not_share_state(kit: Kit, tmp_path: Path) -> None:
     )
     assert (first.exit_code, first.stdout, first.stderr) == (0, "one", "")
     assert (second.exit_code, second.stdout, second.stderr) == (1, "", "two")
+
+
+def test_find_program_says_where_bash_is_or_none() -> None:
+    """`run_command` asks the runner where bash is (the application does no OS lookup)."""
+    import shutil
+
+    from soong_agent.adapters.process.runner import SubprocessRunner
+    from soong_agent.testing import ScriptedProcessRunner
+
+    real = SubprocessRunner().find_program("bash")
+    assert real is not None and real.endswith("/bash") and real == (
+        "/bin/bash" if shutil.which("bash", path="/bin") else shutil.which("bash")
+    )
+    assert SubprocessRunner().find_program("no-such-program-here") is None
+    fake = ScriptedProcessRunner()
+    assert fake.find_program("bash") == "/bin/bash"
+    fake.missing.add("bash")
+    assert fake.find_program("bash") is None

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -50,6 +51,9 @@ class ExecRunner:
     """A minimal ProcessRunner for these tests: exec without a shell, own process group."""
 
     calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def find_program(self, name: str) -> str | None:
+        return shutil.which(name)
 
     async def run(
         self,

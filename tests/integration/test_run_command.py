@@ -223,3 +223,16 @@ def test_spec_describe_and_permission_class(tmp_path: Path) -> None:
     long = "x" * 300
     assert len(command_summary(long)) == len("run: ") + 120
     assert tool.describe(RunCommandArgs(command="ls"), CTX) == ("ls", "run: ls")
+
+
+async def test_without_bash_the_call_says_so_and_runs_nothing(tmp_path: Path) -> None:
+    from soong_agent.testing import ScriptedProcessRunner
+
+    runner = ScriptedProcessRunner()
+    runner.missing.add("bash")
+    tool = run_command_tool(
+        runner=runner, project=str(tmp_path), tools=ToolsConfig(), base_env=PARENT_ENV
+    )
+    out = await call(tool, command="echo hi")
+    assert out.is_error and out.content == "bash was not found on this system."
+    assert runner.calls == []

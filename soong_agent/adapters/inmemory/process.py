@@ -89,6 +89,8 @@ class ScriptedProcessRunner:
         self.unscripted: list[ProcessCall] = []
         self._by_argv: dict[tuple[str, ...], list[Script]] = {}
         self._by_command: dict[str, list[Script]] = {}
+        self.missing: set[str] = set()
+        """Programs `find_program` says are not installed."""
 
     def on(self, argv: Sequence[str], *results: Script) -> ScriptedProcessRunner:
         """Declare what running exactly `argv` does (one result per run; the last repeats)."""
@@ -103,6 +105,10 @@ class ScriptedProcessRunner:
     @property
     def last_call(self) -> ProcessCall:
         return self.calls[-1]
+
+    def find_program(self, name: str) -> str | None:
+        """`/bin/<name>`: every program is "installed" (unless named in `missing`)."""
+        return None if name in self.missing else f"/bin/{name}"
 
     def _script_for(self, call: ProcessCall) -> Script | None:
         queue = self._by_argv.get(call.argv)

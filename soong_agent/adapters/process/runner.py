@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -125,6 +126,13 @@ class SubprocessRunner:
     def sandbox(self) -> CommandSandbox | None:
         """The OS sandbox commands start in (None: none configured)."""
         return self._sandbox
+
+    def find_program(self, name: str) -> str | None:
+        """`/bin/<name>` when it is there (the usual shell), else the first on PATH."""
+        usual = f"/bin/{name}"
+        if os.access(usual, os.X_OK):
+            return usual
+        return shutil.which(name)
 
     async def run(
         self,

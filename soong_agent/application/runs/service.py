@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,6 +28,7 @@ from soong_agent.ports.events import (
     ErrorEvent,
     MemoryRecalled,
 )
+from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import SessionInfo
@@ -225,7 +225,8 @@ class RunService:
         if session_id is None:
             return _Target(None, [], agent)
         session, history = await session_path(self._assembler.ports.store, session_id, from_message)
-        _same_project(session, self._assembler.ports.fs.root)
+        fs = self._assembler.ports.fs
+        _same_project(session, fs.root, fs)
         if agent is None or agent == session.agent:
             return _Target(session, history, session.agent)
         if history:
@@ -358,12 +359,12 @@ class RunService:
             del self._grants[session_id]
 
 
-def _same_project(session: SessionInfo, root: str) -> None:
+def _same_project(session: SessionInfo, root: str, fs: FileSystem) -> None:
     """A session resumes only in its own project: its context, its files and its commands'
     folder all belong there (UsageError naming both folders otherwise)."""
     if session.project_dir == root:
         return
-    if os.path.realpath(session.project_dir) == os.path.realpath(root):
+    if fs.path_facts(session.project_dir).resolved == fs.path_facts(root).resolved:
         return
     raise UsageError(
         f"session {session.id} belongs to the project {session.project_dir}, not {root}: "

@@ -21,8 +21,6 @@ file. `sandbox_note` (what the sandbox allows, in a sentence) is added to the de
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Collection, Mapping
 
 from pydantic import AliasChoices, Field, field_validator
@@ -156,12 +154,6 @@ def format_result(result: ProcessResult, *, timeout_ms: int, note: str | None = 
     return "\n".join(parts)
 
 
-def _find_bash() -> str | None:
-    if os.access("/bin/bash", os.X_OK):
-        return "/bin/bash"
-    return shutil.which("bash")
-
-
 def run_command_tool(
     *,
     runner: ProcessRunner,
@@ -177,7 +169,7 @@ def run_command_tool(
     `secret_names` are variables that hold credentials (every model profile's `api_key_env`);
     `sandbox_note` tells the model what the OS sandbox of the commands allows.
     """
-    bash = _find_bash()
+    bash: list[str | None] = []  # looked up at the first command, through the runner
     env = command_env(
         base_env, tools.env_allowlist, secret_names=frozenset(secret_names), home=project
     )
@@ -185,7 +177,10 @@ def run_command_tool(
     default_ms = effective_timeout_ms("run_command", None, tools)
 
     async def run_command(args: RunCommandArgs, ctx: ToolContext) -> ToolOutput:
-        if bash is None:
+        if not bash:
+            bash.append(runner.find_program("bash"))
+        shell = bash[0]
+        if shell is None:
             return ToolOutput("bash was not found on this system.", is_error=True)
         note = None
         timeout_ms = default_ms if args.timeout_ms is None else args.timeout_ms
@@ -197,7 +192,7 @@ def run_command_tool(
             timeout_ms = max_ms
         try:
             result = await runner.run(
-                [bash, "-c", args.command],
+                [shell, "-c", args.command],
                 cwd=project,
                 env=env,
                 timeout_s=timeout_ms / 1000,
