@@ -114,6 +114,7 @@ class Adapters(containers.DeclarativeContainer):
     mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
     agent_source = providers.Singleton(factories.agent_source, loaded)
+    storage_target = providers.Singleton(factories.storage_target, loaded)
     task_log = providers.Singleton(factories.task_log, loaded)
     mailbox = providers.Singleton(factories.mailbox, loaded)
     worktrees = providers.Singleton(factories.worktrees, loaded)

@@ -1168,6 +1168,38 @@ ROWS: list[Row] = [
         False,
         True,
     ),
+    # [storage]
+    Effect(
+        "storage.url",
+        at("storage.url", "sqlite:///${SOONG_AGENT_HOME}/elsewhere.sqlite"),
+        ran(text("hi"), lambda o: (o.home / "elsewhere.sqlite").exists()),
+        False,
+        True,
+    ),
+    Effect(
+        "storage.password_env",
+        {"storage": {"url": "postgresql://agent@db.example/agents", "password_env": "DB_PW"}},
+        built(lambda c: c.adapters.storage_target().password_env),
+        None,
+        "DB_PW",
+        base=at("storage.url", "postgresql://agent@db.example/agents"),
+    ),
+    Effect(
+        "storage.pool_size",
+        {"storage": {"url": "postgresql://agent@db.example/agents", "pool_size": 12}},
+        built(lambda c: c.adapters.storage_target().pool_size),
+        5,
+        12,
+        base=at("storage.url", "postgresql://agent@db.example/agents"),
+    ),
+    Effect(
+        "storage.statement_timeout_ms",
+        {"storage": {"url": "postgresql://agent@db.example/agents", "statement_timeout_ms": 900}},
+        built(lambda c: c.adapters.storage_target().statement_timeout_ms),
+        30_000,
+        900,
+        base=at("storage.url", "postgresql://agent@db.example/agents"),
+    ),
     # keys that are not settings
     *(
         Refused(key, at(key, 1), "the task board's settings live in [task]")

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from soong_agent.domain.config.schema import ModelConfig, ModelOverride, SoongConfig
+from soong_agent.domain.config.storage_section import storage_target
 from soong_agent.ports.errors import ConfigError
 
 HOME_PLACEHOLDER = "${SOONG_AGENT_HOME}"
@@ -51,19 +52,23 @@ def resolve_paths(config: SoongConfig, *, home: str, project: str) -> SoongConfi
     """A new config whose path fields have their placeholders expanded.
 
     The path fields are `context.session_db_path`, `memory.memory_dir`, `plan.default_dir`,
-    `task.wal_dir`, and each entry of `tools.allowed_write_roots`, `tools.sensitive_paths` and
-    `permissions.protected_paths`.
+    `task.wal_dir`, each entry of `tools.allowed_write_roots`, `tools.sensitive_paths` and
+    `permissions.protected_paths`, and `storage.url` (a `sqlite:///` URL's file then becomes
+    `context.session_db_path`, which every reader of the SQLite file uses).
     """
 
     def expand(value: str) -> str:
         return expand_placeholders(value, home=home, project=project)
 
     tools = config.tools
+    storage = config.storage
+    if storage.url is not None:
+        storage = storage.model_copy(update={"url": expand(storage.url)})
+    session_db = storage_target(storage, expand(config.context.session_db_path)).sqlite_path
     return config.model_copy(
         update={
-            "context": config.context.model_copy(
-                update={"session_db_path": expand(config.context.session_db_path)}
-            ),
+            "storage": storage,
+            "context": config.context.model_copy(update={"session_db_path": session_db}),
             "memory": config.memory.model_copy(
                 update={"memory_dir": expand(config.memory.memory_dir)}
             ),

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, model_validator
 
 from soong_agent.domain.config.section import Section, defaults
+from soong_agent.domain.config.storage_section import StorageConfig
 from soong_agent.domain.config.tool_sections import (
     DEFAULT_SENSITIVE_PATHS,
     HooksConfig,
@@ -295,6 +296,17 @@ class SoongConfig(Section):
     hooks: HooksConfig = Field(default_factory=defaults(HooksConfig))
     tools: ToolsConfig = Field(default_factory=defaults(ToolsConfig))
     sandbox: SandboxConfig = Field(default_factory=defaults(SandboxConfig))
+    storage: StorageConfig = Field(default_factory=defaults(StorageConfig))
+
+    @model_validator(mode="after")
+    def _one_sqlite_file(self) -> SoongConfig:
+        if self.storage.url is not None and "session_db_path" in self.context.model_fields_set:
+            raise ValueError(
+                "storage.url and context.session_db_path both say where sessions are kept: "
+                "set only storage.url (context.session_db_path is the SQLite file used when "
+                "storage.url is unset)"
+            )
+        return self
 
 
 __all__ = [

@@ -47,6 +47,7 @@ from soong_agent.entrypoints.factories.stores import (
     filesystem,
     mailbox,
     session_store,
+    storage_target,
     task_log,
     worktrees,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "secret_names",
     "secret_redactor",
     "session_store",
+    "storage_target",
     "task_board_reader",
     "task_log",
     "team_service",

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
+    from soong_agent.domain.config.storage_section import StorageTarget
     from soong_agent.ports.agents import AgentSource
     from soong_agent.ports.mailbox import Mailbox
     from soong_agent.ports.tasks import TaskLog
@@ -84,3 +85,12 @@ def artifact_store(
     store = SqliteArtifactStore(Path(loaded.config.context.session_db_path), loaded.home)
     closables.append(store.close)
     return store
+
+
+def storage_target(loaded: LoadedConfig) -> StorageTarget:
+    """Where this runtime keeps sessions (STORE-1): `[storage] url`, else the SQLite file of
+    `context.session_db_path`."""
+    from soong_agent.domain.config.storage_section import storage_target as target
+
+    config = loaded.config
+    return target(config.storage, config.context.session_db_path)
