@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 def session_store(
     loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
 ) -> SqliteSessionStore:
-
+    """The session store `[storage]` names."""
+    _sqlite_only(loaded)
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 
     store = SqliteSessionStore(Path(loaded.config.context.session_db_path))
@@ -79,7 +80,8 @@ def agent_source(loaded: LoadedConfig) -> AgentSource:
 def artifact_store(
     loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
 ) -> ArtifactStore:
-
+    """The artifact store `[storage]` names."""
+    _sqlite_only(loaded)
     from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 
     store = SqliteArtifactStore(Path(loaded.config.context.session_db_path), loaded.home)
@@ -94,3 +96,13 @@ def storage_target(loaded: LoadedConfig) -> StorageTarget:
 
     config = loaded.config
     return target(config.storage, config.context.session_db_path)
+
+
+def _sqlite_only(loaded: LoadedConfig) -> None:
+    """Until the PostgreSQL adapters are wired, a postgresql:// URL is refused, never ignored."""
+    if storage_target(loaded).kind != "sqlite":
+        from soong_agent.ports.errors import ConfigError
+
+        raise ConfigError(
+            f"{loaded.path}: storage.url: PostgreSQL storage is not available in this build"
+        )
