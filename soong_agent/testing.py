@@ -18,6 +18,7 @@ the real adapter (tests/contract):
     AgentSource     InMemoryAgentSource
     Worktrees       InMemoryWorktrees
     Mailbox         InMemoryMailbox
+    BackgroundProcess  ScriptedBackground (what ScriptedProcessRunner.start returns)
 
 Example:
     model = ScriptedModel([
@@ -50,6 +51,7 @@ from soong_agent.adapters.inmemory.memory import InMemoryMemoryStore
 from soong_agent.adapters.inmemory.ossandbox import RecordingCommandSandbox, SandboxCall
 from soong_agent.adapters.inmemory.process import (
     ProcessCall,
+    ScriptedBackground,
     ScriptedProcess,
     ScriptedProcessRunner,
     UnscriptedCommand,
@@ -85,6 +87,7 @@ __all__ = [
     "RecordingCommandSandbox",
     "RecordingEventSink",
     "SandboxCall",
+    "ScriptedBackground",
     "ScriptedMcpHub",
     "ScriptedMcpServer",
     "ScriptedModel",

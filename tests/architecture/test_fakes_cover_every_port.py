@@ -29,6 +29,7 @@ from soong_agent.adapters.ossandbox import (
     RefusingSandbox,
 )
 from soong_agent.adapters.process import SubprocessRunner
+from soong_agent.adapters.process.background import SubprocessBackground
 from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
 from soong_agent.adapters.providers.ollama_chat import OllamaChatProvider
 from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
@@ -74,6 +75,9 @@ PORTS: dict[str, Coverage] = {
     ),
     "ProcessRunner": Coverage(
         testing.ScriptedProcessRunner, (SubprocessRunner,), "test_process_runner_contract.py"
+    ),
+    "BackgroundProcess": Coverage(
+        testing.ScriptedBackground, (SubprocessBackground,), "test_process_runner_contract.py"
     ),
     "ShellAnalyzer": Coverage(
         testing.SimpleShellAnalyzer, (TreeSitterShellAnalyzer,), "test_shell_analyzer_contract.py"

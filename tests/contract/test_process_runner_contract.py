@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from soong_agent.adapters.process import SubprocessRunner
-from soong_agent.ports.process import ProcessResult, ProcessRunner
-from soong_agent.testing import ScriptedProcess, ScriptedProcessRunner
+from soong_agent.adapters.process.background import SubprocessBackground
+from soong_agent.ports.process import (
+    BackgroundOutput,
+    BackgroundProcess,
+    ProcessResult,
+    ProcessRunner,
+)
+from soong_agent.testing import ScriptedBackground, ScriptedProcess, ScriptedProcessRunner
 
 BASH = "/bin/bash"
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
@@ -213,3 +219,130 @@ def test_find_program_says_where_bash_is_or_none() -> None:
     assert fake.find_program("bash") == "/bin/bash"
     fake.missing.add("bash")
     assert fake.find_program("bash") is None
+
+
+# --- background commands (BG-1) ------------------------------------------------------------
+
+
+async def start(
+    kit: Kit,
+    line: str,
+    does: ScriptedProcess,
+    tmp: Path,
+    *,
+    timeout_s: float = 30.0,
+    out: int = 10_000,
+    err: int = 10_000,
+) -> BackgroundProcess:
+    argv = [BASH, "-c", line]
+    kit.declare(argv, does)
+    return await kit.runner.start(
+        argv, cwd=str(tmp), env=ENV, timeout_s=timeout_s, stdout_limit=out, stderr_limit=err
+    )
+
+
+async def read_until(process: BackgroundProcess, text: str) -> BackgroundOutput:
+    """Read until `text` arrived (a real command writes when it gets there), all reads joined."""
+    seen: list[BackgroundOutput] = []
+    for _ in range(400):
+        seen.append(process.read())
+        if text in "".join(o.stdout for o in seen):
+            break
+        await asyncio.sleep(0.025)
+    last = seen[-1]
+    return BackgroundOutput(
+        stdout="".join(o.stdout for o in seen),
+        stderr="".join(o.stderr for o in seen),
+        state=last.state,
+        exit_code=last.exit_code,
+    )
+
+
+async def test_a_background_command_returns_at_once_and_is_read_after_its_end(
+    kit: Kit, tmp_path: Path
+) -> None:
+    process = await start(
+        kit,
+        "printf out; printf err >&2; exit 3",
+        ScriptedProcess(stdout="out", stderr="err", exit_code=3),
+        tmp_path,
+    )
+    assert isinstance(process, BackgroundProcess)
+    assert isinstance(process, SubprocessBackground | ScriptedBackground)
+    await asyncio.wait_for(process.wait(), 60)
+    first = process.read()
+    assert (first.stdout, first.stderr, first.state, first.exit_code) == ("out", "err", "exited", 3)
+    assert (first.stdout_dropped, first.stderr_dropped) == (0, 0)
+    again = process.read()  # only what came since the previous read
+    assert (again.stdout, again.stderr, again.state, again.exit_code) == ("", "", "exited", 3)
+    assert (process.state, process.exit_code) == ("exited", 3)
+
+
+async def test_output_is_read_while_it_runs_and_kill_ends_it(kit: Kit, tmp_path: Path) -> None:
+    process = await start(
+        kit, "printf first; sleep 30", ScriptedProcess(stdout="first", delay_s=30), tmp_path
+    )
+    seen = await read_until(process, "first")
+    assert (seen.stdout, seen.state, seen.exit_code) == ("first", "running", None)
+    assert process.read().stdout == ""
+    await asyncio.wait_for(process.kill(), 60)
+    assert (process.state, process.exit_code) == ("killed", -15)
+    await asyncio.wait_for(process.wait(), 60)  # it has ended: returns at once
+    await process.kill()  # killing what ended already does nothing
+    assert process.state == "killed"
+
+
+async def test_a_background_command_is_killed_when_its_timeout_passes(
+    kit: Kit, tmp_path: Path
+) -> None:
+    process = await start(
+        kit,
+        "printf partial; sleep 30",
+        ScriptedProcess("partial", delay_s=30),
+        tmp_path,
+        timeout_s=0.3,
+    )
+    await asyncio.wait_for(process.wait(), 60)
+    output = process.read()
+    assert (output.state, output.exit_code, output.stdout) == ("timed_out", -15, "partial")
+
+
+async def test_unread_output_keeps_the_newest_bytes_up_to_the_limit(
+    kit: Kit, tmp_path: Path
+) -> None:
+    process = await start(
+        kit,
+        "printf 'x%.0s' {1..90}; printf 'y%.0s' {1..10}; printf 'é%.0s' {1..10} >&2",
+        ScriptedProcess("x" * 90 + "y" * 10, "é" * 10),
+        tmp_path,
+        out=10,
+        err=5,
+    )
+    await asyncio.wait_for(process.wait(), 60)
+    output = process.read()
+    assert (output.stdout, output.stdout_dropped) == ("y" * 10, 90)
+    # 5 bytes end in two whole characters; the half one before them is dropped whole
+    assert (output.stderr, output.stderr_dropped) == ("éé", 16)
+
+
+async def test_tail_gives_the_last_lines_read_or_not(kit: Kit, tmp_path: Path) -> None:
+    process = await start(
+        kit, "printf 'a\\nb\\nc\\nd\\n'", ScriptedProcess("a\nb\nc\nd\n"), tmp_path
+    )
+    await asyncio.wait_for(process.wait(), 60)
+    assert process.read().stdout == "a\nb\nc\nd\n"
+    assert process.tail(2) == "c\nd"
+    assert process.tail(0) == ""
+
+
+async def test_starting_a_missing_program_or_nothing_raises(kit: Kit, tmp_path: Path) -> None:
+    argv = [str(tmp_path / "no-such-program")]
+    kit.declare(argv, ScriptedProcess.missing())
+    with pytest.raises(OSError):
+        await kit.runner.start(
+            argv, cwd=str(tmp_path), env=ENV, timeout_s=5, stdout_limit=10, stderr_limit=10
+        )
+    with pytest.raises(ValueError):
+        await kit.runner.start(
+            [], cwd=str(tmp_path), env=ENV, timeout_s=5, stdout_limit=10, stderr_limit=10
+        )

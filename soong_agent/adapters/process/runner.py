@@ -16,6 +16,10 @@ Ending:
 The exit of the command itself is taken from the protocol's `process_exited`, not from
 `Process.wait()`, which (Python 3.11) also waits for every pipe to close.
 
+`start` starts a command in the background instead (BG-1): the same sandbox, argv, environment
+and own process group, handed back as a `SubprocessBackground` (``background.py``) with a
+lifeline that kills its group if the agent's process ends first.
+
 With a `CommandSandbox` and its `SandboxPolicy` (SBX-3), every command is started through
 the sandbox: it decides the argv (bubblewrap's prefix) and the thread the spawn happens on
 (Landlock's restricted spawner), the rest above is unchanged. ``TMPDIR`` is the policy's tmp
@@ -26,17 +30,17 @@ refused the command (`ProcessResult.denials`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from soong_agent.ports.ossandbox import CommandSandbox, SandboxPolicy
-from soong_agent.ports.process import ProcessResult
+from soong_agent.adapters.process.background import Lifeline, SubprocessBackground, signal_group
+from soong_agent.ports.ossandbox import CommandSandbox, SandboxDenial, SandboxPolicy
+from soong_agent.ports.process import BackgroundProcess, ProcessResult
 
 _STDOUT = 1
 _STDERR = 2
@@ -81,12 +85,6 @@ class _Capture(asyncio.SubprocessProtocol):
 
     def text(self, fd: int) -> str:
         return bytes(self.kept[fd]).decode("utf-8", errors="replace")
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    """Send `sig` to a process group; a group that is gone (or not ours any more) is ignored."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 class SubprocessRunner:
@@ -165,6 +163,54 @@ class SubprocessRunner:
         denials = sandbox.denials(f"{result.stderr}\n{result.stdout}", policy, cwd)
         return dataclasses.replace(result, sandbox=sandbox.mechanism, denials=denials)
 
+    async def start(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        env: Mapping[str, str],
+        timeout_s: float,
+        stdout_limit: int,
+        stderr_limit: int,
+    ) -> BackgroundProcess:
+        """Start `argv` in the background in `cwd` with exactly `env` (see the port).
+
+        Raises OSError when the command cannot be started and `SandboxUnavailable` when the
+        sandbox refuses to run commands at all, as `run`."""
+        if not argv:
+            raise ValueError("argv must name a program")
+        sandbox, policy = self._sandbox, self._policy
+        confined = sandbox is not None and not sandbox.unsandboxed
+        if confined and policy is not None and policy.tmp_dir:
+            env = {**env, "TMPDIR": policy.tmp_dir}
+
+        async def spawn(final: Sequence[str]) -> subprocess.Popen[bytes]:
+            return _popen(final, cwd, env)
+
+        if sandbox is None or policy is None:
+            popen = await spawn(argv)
+        else:
+            popen = await sandbox.run(argv, policy, spawn)
+        process = SubprocessBackground(
+            popen,
+            loop=asyncio.get_running_loop(),
+            stdout_limit=stdout_limit,
+            stderr_limit=stderr_limit,
+            timeout_s=timeout_s,
+            term_grace_s=self._term_grace_s,
+            close_wait_s=self._close_wait_s,
+            sandbox=None if sandbox is None else sandbox.mechanism,
+            denials=_denials_of(sandbox, policy, cwd),
+        )
+        shell = self.find_program("sh")
+        if shell is not None:
+            try:
+                process.guard(Lifeline(shell, popen.pid))
+            except OSError:
+                await process.kill()  # no lifeline: it would not be sure to end with the agent
+                raise
+        return process
+
     async def _run(
         self,
         argv: Sequence[str],
@@ -206,7 +252,7 @@ class SubprocessRunner:
             await self._stop_group(pgid, capture)
             raise
         finally:
-            _signal_group(pgid, signal.SIGKILL)  # no-op unless something above failed
+            signal_group(pgid, signal.SIGKILL)  # no-op unless something above failed
             transport.close()
         returncode = transport.get_returncode()
         return ProcessResult(
@@ -221,18 +267,42 @@ class SubprocessRunner:
 
     async def _stop_group(self, pgid: int, capture: _Capture) -> None:
         """SIGTERM the group, give it `term_grace_s`, then SIGKILL it and wait for the exit."""
-        _signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
         try:
             await asyncio.wait({capture.exited}, timeout=self._term_grace_s)
         finally:
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
         await asyncio.wait({capture.exited}, timeout=self._close_wait_s)
 
     async def _finish_output(self, pgid: int, capture: _Capture) -> None:
         """Read the pipes to their end; kill what is left of the group after `linger_s`."""
         pipes = set(capture.closed.values())
         _, pending = await asyncio.wait(pipes, timeout=self._linger_s)
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         if pending:
             # Killed writers close their ends; what they wrote before is still read.
             await asyncio.wait(pending, timeout=self._close_wait_s)
+
+
+def _denials_of(
+    sandbox: CommandSandbox | None, policy: SandboxPolicy | None, cwd: str
+) -> Callable[[str], tuple[SandboxDenial, ...]] | None:
+    """What reads a background command's output for the sandbox's refusals (None: no sandbox)."""
+    if sandbox is None or policy is None:
+        return None
+    return lambda output: sandbox.denials(output, policy, cwd)
+
+
+def _popen(argv: Sequence[str], cwd: str, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    """Spawn a background command: no input, both outputs piped, a session (and group) of its
+    own. The fork and exec happen right here, as asyncio's own `subprocess_exec` does them:
+    only what follows them (the reading, the waiting) must not block."""
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,
+    )
