@@ -8,3 +8,8 @@ import os
 # the same (see soong_agent.application.runs.event_factory): a call site that passes a value of the
 # wrong type fails its test instead of reaching a session store
 os.environ.setdefault("SOONG_AGENT_CHECK_EVENTS", "1")
+
+# a real PostgreSQL (tests/support/postgres.py): `postgres_server`, `postgres_url`
+from tests.support.postgres import postgres_server, postgres_url
+
+__all__ = ["postgres_server", "postgres_url"]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import RunEvent, RunStatus
 from soong_agent.ports.messages import Message
 
@@ -50,6 +51,52 @@ class TurnCommit:
     messages: list[Message] = field(default_factory=list)
     events: list[RunEvent] = field(default_factory=list)
     at: float = 0.0
+
+
+class SessionBusy(UsageError):
+    """Another process (or another claim in this one) holds the session (STORE-2)."""
+
+    def __init__(self, session_id: str, *, holder: str | None = None) -> None:
+        self.session_id = session_id
+        self.holder = holder
+        by = f" by {holder}" if holder else " by another process"
+        super().__init__(
+            f"session {session_id!r} is in use{by}; wait for that run to end, or resume the"
+            " session once it has"
+        )
+
+
+class SessionClaim:
+    """A session held by this process until `release` (`SessionStore.claim_session`).
+
+    Use it as an async context manager, or call `release` (idempotent) when the run ends.
+    A process that dies lets its claims go without calling anything.
+    """
+
+    def __init__(self, session_id: str, release: Callable[[], Awaitable[None]]) -> None:
+        self.session_id = session_id
+        self._release: Callable[[], Awaitable[None]] | None = release
+
+    @property
+    def released(self) -> bool:
+        """Whether `release` has been called."""
+        return self._release is None
+
+    async def release(self) -> None:
+        """Let the session go (a second call does nothing)."""
+        release, self._release = self._release, None
+        if release is not None:
+            await release()
+
+    async def __aenter__(self) -> SessionClaim:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
+
+    def __repr__(self) -> str:
+        state = "released" if self.released else "held"
+        return f"SessionClaim({self.session_id!r}, {state})"
 
 
 @runtime_checkable
@@ -120,6 +167,16 @@ class SessionStore(Protocol):
         nothing, when it is not. `UsageError` for an unknown session."""
         ...
 
+    async def claim_session(self, session_id: str) -> SessionClaim:
+        """Hold `session_id` for this process until the claim is released (or the process
+        ends, however it ends), so that two processes never run one session at once.
+
+        Raises `SessionBusy` (a `UsageError` naming the session and, when the store knows it,
+        the holder's host and pid) while another claim holds it: another process, another
+        store of this one, or an earlier claim of this store not yet released. The session
+        need not exist yet."""
+        ...
+
     async def close(self) -> None:
-        """Release connections; pending writes are finished first."""
+        """Release connections and claims; pending writes are finished first."""
         ...

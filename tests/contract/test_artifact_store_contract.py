@@ -1,4 +1,5 @@
-"""The ArtifactStore contract, run against the in-memory fake and the SQLite store on real files."""
+"""The ArtifactStore contract, run against the in-memory fake, the SQLite store on real files and
+the PostgreSQL store on a real server (`tests/support/postgres.py`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import UsageError
 from soong_agent.testing import InMemoryArtifactStore
+from tests.support import postgres
 
 DATA = ("héllo wörld\n" * 2000).encode()
 
@@ -24,9 +26,14 @@ class ClosableArtifactStore(ArtifactStore, Protocol):
     async def close(self) -> None: ...
 
 
-FACTORIES: dict[str, Callable[[Path], ClosableArtifactStore]] = {
-    "inmemory": lambda _tmp: InMemoryArtifactStore(),
-    "sqlite": lambda tmp: SqliteArtifactStore(tmp / "home" / "sessions.sqlite", tmp / "home"),
+FACTORIES: dict[str, Callable[[Path, pytest.FixtureRequest], ClosableArtifactStore]] = {
+    "inmemory": lambda _tmp, _request: InMemoryArtifactStore(),
+    "sqlite": lambda tmp, _request: SqliteArtifactStore(
+        tmp / "home" / "sessions.sqlite", tmp / "home"
+    ),
+    "postgres": lambda _tmp, request: postgres.artifact_store(
+        request.getfixturevalue("postgres_url")
+    ),
 }
 
 
@@ -34,7 +41,7 @@ FACTORIES: dict[str, Callable[[Path], ClosableArtifactStore]] = {
 async def store(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[ClosableArtifactStore]:
-    s = FACTORIES[request.param](tmp_path)
+    s = FACTORIES[request.param](tmp_path, request)
     yield s
     await s.close()
 

@@ -1,4 +1,5 @@
-"""The SessionStore contract, run against every implementation (in-memory fake and SQLite)."""
+"""The SessionStore contract, run against every implementation: the in-memory fake, SQLite, and
+PostgreSQL (a real server, `tests/support/postgres.py`)."""
 
 from __future__ import annotations
 
@@ -37,22 +38,34 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
     user_text,
 )
-from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore, TurnCommit
+from soong_agent.ports.storage import (
+    RunInfo,
+    SessionBusy,
+    SessionClaim,
+    SessionInfo,
+    SessionStore,
+    TurnCommit,
+)
 from soong_agent.ports.streaming import Usage
+from tests.support import postgres
 
 T0 = 1_700_000_000.0
 
-StoreFactory = Callable[[Path], SessionStore]
+StoreFactory = Callable[[Path, pytest.FixtureRequest], SessionStore]
 
 FACTORIES: dict[str, StoreFactory] = {
-    "inmemory": lambda _tmp: InMemorySessionStore(),
-    "sqlite": lambda tmp: SqliteSessionStore(tmp / "db" / "sessions.sqlite"),
+    "inmemory": lambda _tmp, _request: InMemorySessionStore(),
+    "sqlite": lambda tmp, _request: SqliteSessionStore(tmp / "db" / "sessions.sqlite"),
+    # a database of its own on the session's server (the fixture only starts for this one)
+    "postgres": lambda _tmp, request: postgres.session_store(
+        request.getfixturevalue("postgres_url")
+    ),
 }
 
 
 @pytest.fixture(params=sorted(FACTORIES))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
-    s = FACTORIES[request.param](tmp_path)
+    s = FACTORIES[request.param](tmp_path, request)
     yield s
     await s.close()
 
@@ -604,3 +617,41 @@ async def test_a_closed_store_refuses_marks(store: SessionStore) -> None:
         await store.get_mark("s1", "a")
     with pytest.raises(UsageError):
         await store.set_mark("s1", "a", "x", previous=None)
+
+
+# --- claims (STORE-2: a session is run by one process at a time) --------------------------------
+
+
+async def test_a_claimed_session_is_refused_until_released(store: SessionStore) -> None:
+    await write_chain(store, "s1", ["u1"])
+    claim = await store.claim_session("s1")
+    assert isinstance(claim, SessionClaim)
+    assert claim.session_id == "s1"
+    with pytest.raises(SessionBusy, match="'s1'") as refused:
+        await store.claim_session("s1")
+    assert isinstance(refused.value, UsageError)
+    assert refused.value.session_id == "s1"
+    other = await store.claim_session("s2")  # another session (not written yet) is free
+    await claim.release()
+    assert claim.released
+    await claim.release()  # a second release does nothing
+    again = await store.claim_session("s1")
+    await again.release()
+    await other.release()
+
+
+async def test_a_claim_is_an_async_context(store: SessionStore) -> None:
+    async with await store.claim_session("s1") as claim:
+        assert not claim.released
+        with pytest.raises(SessionBusy):
+            await store.claim_session("s1")
+    assert claim.released
+    await (await store.claim_session("s1")).release()
+
+
+async def test_closing_the_store_lets_its_claims_go(store: SessionStore) -> None:
+    claim = await store.claim_session("s1")
+    await store.close()
+    await claim.release()  # after close: nothing left to let go, and no error
+    with pytest.raises(UsageError):
+        await store.claim_session("s2")

@@ -12,6 +12,8 @@ It follows the same contract as `SqliteSessionStore` (the shared contract suite 
   of the same session (possibly earlier in the same batch), otherwise the message starts the path.
 - Unknown session or run ids give empty results (and `None` from `get_session`).
 - Marks (`get_mark`/`set_mark`) are compared and set at once; an unknown session's is refused.
+- `claim_session` holds a session until the claim is released; a second claim of a held
+  session raises `SessionBusy` (closing the store lets every claim go).
 - After `close()` every method raises `UsageError`.
 
 `commits` keeps every batch given to `commit`, in order, for assertions.
@@ -25,7 +27,13 @@ from dataclasses import dataclass, field, replace
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import Message
-from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit
+from soong_agent.ports.storage import (
+    RunInfo,
+    SessionBusy,
+    SessionClaim,
+    SessionInfo,
+    TurnCommit,
+)
 
 
 @dataclass(slots=True)
@@ -65,6 +73,7 @@ class InMemorySessionStore:
         self._runs: dict[str, _RunData] = {}
         self._closed = False
         self._marks: dict[tuple[str, str], str] = {}
+        self._claimed: set[str] = set()
         self.commits: list[TurnCommit] = []
 
     def _check_open(self) -> None:
@@ -211,6 +220,19 @@ class InMemorySessionStore:
         self._marks[(session_id, key)] = value
         return True
 
+    async def claim_session(self, session_id: str) -> SessionClaim:
+        """Hold the session until the claim is released; `SessionBusy` while it is held."""
+        self._check_open()
+        if session_id in self._claimed:
+            raise SessionBusy(session_id, holder="an earlier claim of this store")
+        self._claimed.add(session_id)
+
+        async def release() -> None:
+            self._claimed.discard(session_id)
+
+        return SessionClaim(session_id, release)
+
     async def close(self) -> None:
-        """Mark the store closed; later calls raise `UsageError`."""
+        """Mark the store closed (its claims let go); later calls raise `UsageError`."""
         self._closed = True
+        self._claimed.clear()

@@ -23,6 +23,7 @@ from pydantic_core import PydanticSerializationError
 from soong_agent.adapters.storage import rows as dbrows
 from soong_agent.adapters.storage import sql, transactions
 from soong_agent.adapters.storage.run_locks import RunLocks
+from soong_agent.adapters.storage.session_claims import SessionLocks
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import MESSAGE_LIST, Message
@@ -85,6 +86,7 @@ class SessionDatabase:
         self._conn: sqlite3.Connection | None = None
         self._written_run: RunInfo | None = None  # as last committed (only the writer writes)
         self.locks = RunLocks(path)
+        self.claims = SessionLocks(path)
 
     # --- connection ------------------------------------------------------------------------
 
@@ -121,6 +123,7 @@ class SessionDatabase:
 
     def close(self) -> None:
         self.locks.close()
+        self.claims.close()
         if self._conn is not None:
             self._conn.close()
         self._conn = None

@@ -25,7 +25,7 @@ from soong_agent.adapters.storage.worker import SerialWorker
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import Message
-from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit
+from soong_agent.ports.storage import RunInfo, SessionClaim, SessionInfo, TurnCommit
 
 if TYPE_CHECKING:
     pass
@@ -194,6 +194,17 @@ class SqliteSessionStore:
     ) -> bool:
         """Set the mark to `value` if it is still `previous`; whether it was written."""
         return await self._run(self._db.set_mark, session_id, key, value, previous)
+
+    async def claim_session(self, session_id: str) -> SessionClaim:
+        """Hold the session until the claim is released (`SessionBusy` while another holds
+        it): an exclusive `flock` on a file beside the database, see `session_claims`."""
+        await self._run(self._db.claims.claim, session_id)
+
+        async def release() -> None:
+            if not self._closed:  # closing the store lets every claim go
+                await self._run(self._db.claims.release, session_id)
+
+        return SessionClaim(session_id, release)
 
     async def close(self) -> None:
         """Finish pending work, then close the connection and stop the worker thread."""
