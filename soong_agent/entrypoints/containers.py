@@ -104,6 +104,7 @@ class Adapters(containers.DeclarativeContainer):
     process_runner = providers.Singleton(factories.process_runner)
     command_sandboxing = providers.Singleton(factories.command_sandboxing, loaded)
     command_runner = providers.Singleton(factories.command_runner, command_sandboxing)
+    background = providers.Singleton(factories.tools.background_commands, loaded, closables)
     web_fetcher = providers.Singleton(factories.web_fetcher, loaded)
     token_counter = providers.Singleton(factories.token_counter, loaded)
     shell_analyzer = providers.Singleton(factories.LazyShellAnalyzer)
@@ -161,6 +162,7 @@ class Services(containers.DeclarativeContainer):
         approver,
         adapters.task_log,
         adapters.clock,
+        background=adapters.background,
     )
     ports = providers.Singleton(
         RunPorts,

@@ -1039,6 +1039,19 @@ ROWS: list[Row] = [
         True,
     ),
     Effect(
+        "tools.max_background_commands",
+        at("tools.max_background_commands", 1),
+        ran(
+            calls(
+                ("run_command", {"command": "sleep 30", "background": True}),
+                ("run_command", {"command": "sleep 30", "background": True}),
+            ),
+            lambda o: "was not started" in o.result(1),
+        ),
+        False,
+        True,
+    ),
+    Effect(
         "tools.max_result_chars",
         at("tools.max_result_chars", 100),
         ran(

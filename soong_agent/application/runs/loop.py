@@ -68,6 +68,7 @@ class AgentLoop:
         system_of: Callable[[], list[SystemPart]] | None = None,
         instructions: FolderInstructions | None = None,
         inbox: Callable[[], Awaitable[str]] | None = None,
+        notices: Callable[[str], str] | None = None,
     ) -> None:
         self._registry = registry
         self._pipeline = pipeline
@@ -85,6 +86,7 @@ class AgentLoop:
         self._system_of = system_of
         self._instructions = instructions
         self._inbox = inbox
+        self._notices = notices
         self._fitting = ContextFitting(context, self._compaction, hooks)
         self._model = ModelCalls(
             provider=provider,
@@ -193,6 +195,8 @@ class AgentLoop:
                 self._renew_system(self._system_of)
             if self._inbox is not None:  # a teammate's mails arrive at the start of a turn
                 await self._take_mail(rec, self._inbox)
+            if self._notices is not None:  # and the ends of background commands (BG-1)
+                self._take_notices(rec, self._notices)
             await self._fitting.fit(rec)
             if self._hooks is not None:
                 blocked = await self._pre_sampling(rec)
@@ -268,6 +272,11 @@ class AgentLoop:
         mail = await inbox()
         if mail:
             rec.add_message(Message(role="user", content=[TextBlock(text=mail)], kind="mail"))
+
+    def _take_notices(self, rec: RunRecorder, notices: Callable[[str], str]) -> None:
+        notice = notices(rec.session.id)
+        if notice:
+            rec.add_message(Message(role="user", content=[TextBlock(text=notice)], kind="reminder"))
 
     async def _answered(
         self, rec: RunRecorder, turn: Turn, text: str

@@ -120,6 +120,8 @@ class ToolsConfig(Section):
     env_allowlist: list[str] = Field(default_factory=lambda: ["PATH", "HOME", "LANG", "TERM"])
     stdout_limit_bytes: int = Field(default=200_000, gt=0)
     stderr_limit_bytes: int = Field(default=100_000, gt=0)
+    max_background_commands: int = Field(default=4, ge=0)
+    """How many `run_command(background=true)` commands may run at once (BG-1); 0: none."""
     max_result_chars: int = Field(default=30_000, gt=0)
     fetch_max_bytes: int = Field(default=2_000_000, gt=0)
     network: NetworkConfig = Field(default_factory=defaults(NetworkConfig))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +16,7 @@ from soong_agent.ports.web import WebFetcher
 if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
     from soong_agent.application.permissions.plan_mode import PlanModes
+    from soong_agent.application.tools.background import BackgroundCommands
     from soong_agent.application.tools.base import Tool, ToolRegistry
     from soong_agent.application.tools.todo import TodoBoard
     from soong_agent.ports.approval import Approver
@@ -48,6 +49,7 @@ def tool_catalog(
     approver: Approver | None = None,
     tasks: TaskLog | None = None,
     clock: Clock | None = None,
+    background: BackgroundCommands | None = None,
 ) -> ToolCatalog:
     """Built-in tools, declarative tools from the home, the SDK caller's Python tools, then
     `tools.disabled`/`overrides`. A Python tool named like another tool is a UsageError.
@@ -55,12 +57,15 @@ def tool_catalog(
     `runner` runs the commands of run_command and declarative tools; `sandbox` is the OS
     sandbox it starts them in: what it allows is told to the model, and its warning (no
     sandbox works here) joins the catalog's warnings. `knowledge` adds `load_skill` (when
-    the home has skills) and the memory tools (when `memory.enabled`)."""
+    the home has skills) and the memory tools (when `memory.enabled`). `background` lets
+    run_command start background commands, read and ended by command_output and command_kill
+    (BG-1; not when `tools.max_background_commands` is 0)."""
     import os
 
     from soong_agent.adapters.declarative.loader import load_enabled_declarative_tools
     from soong_agent.application.tools.agents import agent_tools
     from soong_agent.application.tools.artifacts import read_artifact_tool
+    from soong_agent.application.tools.background import background_tools
     from soong_agent.application.tools.base import ToolRegistry
     from soong_agent.application.tools.catalog import apply_tool_config
     from soong_agent.application.tools.declarative import add_declarative_tools
@@ -88,7 +93,9 @@ def tool_catalog(
             base_env=env,
             secret_names=secrets,
             sandbox_note=sandbox.note if sandbox is not None else "",
+            background=background,
         ),
+        *(background_tools(background) if background is not None and background.limit else ()),
         web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
         todo_write_tool(board),
         read_artifact_tool(store=artifacts),
@@ -109,6 +116,18 @@ def tool_catalog(
     loud = [sandbox.choice.warning] if sandbox is not None and sandbox.choice.warning else []
     known = knowledge.warnings if knowledge is not None else []
     return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *known, *warnings])
+
+
+def background_commands(
+    loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
+) -> BackgroundCommands:
+    """The runtime's background commands (BG-1), shared by its runs; closing the runtime
+    kills those still running."""
+    from soong_agent.application.tools.background import BackgroundCommands
+
+    commands = BackgroundCommands(limit=loaded.config.tools.max_background_commands)
+    closables.append(commands.close)
+    return commands
 
 
 def _users(user_tools: list[Tool], tools: list[Tool]) -> list[Tool]:
