@@ -2,9 +2,10 @@
 
 The path's messages are usually its session's last rows, each the parent of the one after it
 (a path written in one go; compaction starts a new root, which ends the path). So the rows are
-read from the leaf backwards in write order, in slices growing fourfold, following their
-`parent_ordinal` links; at the first row that is not the previous row's parent (the path
-branches off within what was read) the recursive `WALK` takes over, one key lookup per message.
+read from the leaf backwards in write order (as many as the limit asks for, or in slices
+growing fourfold), following their `parent_ordinal` links; at the first row that is not the
+previous row's parent (the path branches off within what was read) the recursive `WALK` takes
+over, one key lookup per message.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ async def path_docs(
     active leaf or at `message_id`; empty when the session has no such message."""
     if limit is not None and limit <= 0:
         return []
-    first = min(_FIRST_SLICE, limit) if limit is not None else _FIRST_SLICE
+    first = limit if limit is not None else _FIRST_SLICE  # a limit bounds the rows read
     if message_id is None:
         cur = await conn.execute(sql.TAIL_ACTIVE, (session_id, session_id, session_id, first))
     else:
