@@ -210,3 +210,33 @@ def test_no_background_command_outlives_the_process_that_started_it(
             child.kill()
             child.wait()
     assert gone(mark), f"left running: {holding(mark)}"
+
+
+async def test_the_sdk_runtime_kills_its_background_commands_when_it_closes(
+    tmp_path: Path,
+) -> None:
+    """Between runs a background command goes on (a later run may read it); `aclose` ends it."""
+    from soong_agent import AgentRuntime
+    from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    write_minimal_config(home)
+    project.mkdir()
+    mark = marker()
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(
+                ("run_command", {"command": f"sleep {mark}", "background": True})
+            ),
+            ScriptedResponse.text("started"),
+        ]
+    )
+    runtime = AgentRuntime(project, home, lambda request: "allow_once", model=model)
+    try:
+        result = await (await runtime.run("start it")).wait()
+        assert result.status == "completed", result.reason
+        await until_running(mark)
+        assert len(holding(mark)) == 1  # the run ended, the runtime is open: it goes on
+    finally:
+        await runtime.aclose()
+    assert gone(mark), f"left running: {holding(mark)}"

@@ -297,7 +297,8 @@ def notices_in_loops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Backgroun
 
     @functools.wraps(original)
     def init(self: AgentLoop, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs, notices=commands[0].notices)
+        kwargs["notices"] = commands[0].notices
+        original(self, *args, **kwargs)
 
     monkeypatch.setattr(AgentLoop, "__init__", init)
     yield commands
