@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,13 +20,14 @@ from soong_agent.adapters.postgres import (
 )
 from soong_agent.adapters.postgres import turns as pg_turns
 from soong_agent.adapters.postgres.artifact_sql import CHUNK_BYTES
+from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import TextDeltaEvent
 from soong_agent.ports.messages import Message, TextBlock
 from soong_agent.ports.storage import RunInfo, SessionInfo, TurnCommit
-from soong_agent.testing import InMemorySessionStore
+from soong_agent.testing import InMemoryArtifactStore, InMemorySessionStore
 from tests.support.postgres import TestServer
-from tests.support.store_child import turn
+from tests.support.store_child import T0, turn
 
 
 def admin(url: str) -> psycopg.Connection[Any]:
@@ -257,3 +259,71 @@ async def test_long_and_branched_paths_read_as_the_in_memory_store_reads_them(
     finally:
         await store.close()
         await fake.close()
+
+
+async def test_a_session_copied_from_sqlite_reads_the_same_and_is_copied_once(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # what `storage copy` does: read a session whole from one store, write it whole here
+    source = SqliteSessionStore(tmp_path / "sessions.sqlite")
+    target = PostgresSessionStore(PostgresDatabase(PostgresSettings(postgres_url)))
+    try:
+        for n in range(3):
+            await source.commit(turn("s1", n, status="running" if n < 2 else "completed"))
+        branch = turn("s1", 3)
+        branch.run = RunInfo(id="run-2", session_id="s1", started_at=T0 + 5, status="completed")
+        branch.messages[0].parent_id = "m0"  # a second branch off the first message
+        branch.events = [
+            TextDeltaEvent(seq=i, run_id="run-2", session_id="s1", at=T0 + i, text=f"t{i}")
+            for i in range(40)
+        ]
+        await source.commit(branch)
+        assert await source.set_mark("s1", "extract", "m2", previous=None)
+        header = await source.get_session("s1")
+        assert header is not None
+        runs = await source.list_runs("s1")
+        events = [e for r in runs for e in await source.run_events(r.id)]
+        copied = await target.import_session(
+            header,
+            runs=runs,
+            messages=await source.all_messages("s1"),
+            events=events,
+            marks={"extract": "m2"},
+        )
+        assert copied is True
+        assert await target.get_session("s1") == header
+        assert await target.list_runs("s1") == runs
+        assert await target.all_messages("s1") == await source.all_messages("s1")
+        assert await target.active_path("s1") == await source.active_path("s1")
+        assert await target.path_to("s1", "m2") == await source.path_to("s1", "m2")
+        for r in runs:
+            assert list(await target.run_events(r.id)) == list(await source.run_events(r.id))
+        assert await target.get_mark("s1", "extract") == "m2"
+        again = await target.import_session(
+            header, runs=runs, messages=await source.all_messages("s1"), events=events
+        )
+        assert again is False  # here already: nothing written twice
+        assert len(await target.all_messages("s1")) == 4
+    finally:
+        await source.close()
+        await target.close()
+
+
+async def test_an_artifact_copied_in_keeps_its_id_once(postgres_url: str) -> None:
+    source = InMemoryArtifactStore()
+    target = PostgresArtifactStore(PostgresDatabase(PostgresSettings(postgres_url)))
+    data = b"x" * (CHUNK_BYTES + 3)
+    try:
+        info = await source.save(
+            session_id="s1", run_id="r1", filename="out.txt", data=data, preview_chars=5
+        )
+        assert await target.put(info, run_id="r1", data=data, created_at=T0) is True
+        assert await target.put(info, run_id="r1", data=data, created_at=T0) is False
+        assert await target.get("s1", info.id) == info
+        assert await target.read("s1", info.id, offset=0, length=len(data)) == data
+        with pytest.raises(UsageError, match="not its own"):
+            await target.put(
+                replace(info, id="art_" + "0" * 24), run_id=None, data=b"other", created_at=T0
+            )
+    finally:
+        await target.close()

@@ -44,6 +44,7 @@ INSERT_ARTIFACT = (
     f"INSERT INTO {S}.artifacts (id, session_id, run_id, filename, size, sha256, preview,"
     " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+INSERT_NEW_ARTIFACT = INSERT_ARTIFACT + " ON CONFLICT (id) DO NOTHING RETURNING 1"
 INSERT_CHUNK = f"INSERT INTO {S}.artifact_chunks (artifact_id, n, data) VALUES (%s, %s, %s)"
 GET_ARTIFACT = (
     f"SELECT id, session_id, filename, size, sha256, preview FROM {S}.artifacts"

@@ -77,11 +77,7 @@ class PostgresArtifactStore:
             info.preview,
             time.time(),
         )
-        view = memoryview(data)
-        chunks = [
-            (info.id, n, view[start : start + sql.CHUNK_BYTES])
-            for n, start in enumerate(range(0, len(data), sql.CHUNK_BYTES))
-        ]
+        chunks = _chunks(info.id, data)
 
         async def work(conn: AsyncConnection[Any], retrying: bool) -> None:
             if retrying and await self._found(conn, info):
@@ -94,6 +90,42 @@ class PostgresArtifactStore:
 
         await self._db.run(work, what="save an artifact")
         return info
+
+    async def put(
+        self, info: ArtifactInfo, *, run_id: str | None, data: bytes, created_at: float
+    ) -> bool:
+        """Store an artifact read from another store (`storage copy`) under its own id, in one
+        transaction; False, writing nothing, when it is here already. `UsageError` when
+        `data` is not the artifact's (size or sha256) or its id or session is not a valid one."""
+        self._check_open()
+        check_session_id(info.session_id)
+        if not is_artifact_id(info.id):
+            raise UsageError(f"{info.id!r} is not an artifact id")
+        if len(data) != info.size or hashlib.sha256(data).hexdigest() != info.sha256:
+            raise UsageError(f"the bytes given for artifact {info.id} are not its own")
+        row = (
+            info.id,
+            info.session_id,
+            run_id or None,
+            safe_filename(info.filename),
+            info.size,
+            info.sha256,
+            info.preview.replace("\x00", "\ufffd"),
+            created_at,
+        )
+        chunks = _chunks(info.id, data)
+
+        async def work(conn: AsyncConnection[Any], _retrying: bool) -> bool:
+            async with conn.transaction():
+                cur = await conn.execute(sql.INSERT_NEW_ARTIFACT, row)
+                if await cur.fetchone() is None:
+                    return False
+                if chunks:
+                    async with conn.pipeline(), conn.cursor() as many:
+                        await many.executemany(sql.INSERT_CHUNK, chunks)
+            return True
+
+        return await self._db.run(work, what=f"copy artifact {info.id}")
 
     @staticmethod
     async def _found(conn: AsyncConnection[Any], info: ArtifactInfo) -> bool:
@@ -145,3 +177,12 @@ class PostgresArtifactStore:
             return
         self._closed = True
         await self._db.detach()
+
+
+def _chunks(artifact_id: str, data: bytes) -> list[tuple[str, int, memoryview]]:
+    """The rows of `artifact_chunks` for `data`."""
+    view = memoryview(data)
+    return [
+        (artifact_id, n, view[start : start + sql.CHUNK_BYTES])
+        for n, start in enumerate(range(0, len(data), sql.CHUNK_BYTES))
+    ]

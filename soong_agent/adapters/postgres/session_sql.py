@@ -94,6 +94,19 @@ UPSERT_RUN = (
     " status = excluded.status, model = excluded.model, reason = excluded.reason,"
     " finished_at = excluded.finished_at"
 )
+INSERT_NEW_SESSION = (
+    f"INSERT INTO {S}.sessions (id, project_dir, title, agent, active_leaf_id,"
+    " parent_session_id, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (id) DO NOTHING RETURNING 1"
+)
+"""A session copied from another store: written only when it is not here yet."""
+INSERT_RUN = (
+    f"INSERT INTO {S}.runs (id, session_id, status, model, reason, started_at, finished_at)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+)
+INSERT_MARK_ROW = (
+    f"INSERT INTO {S}.session_marks (session_id, key, value, updated_at) VALUES (%s, %s, %s, %s)"
+)
 INSERT_MESSAGE = (
     f"INSERT INTO {S}.messages (id, session_id, parent_id, parent_ordinal, role, kind, content,"
     f" created_at) VALUES (%s, %s, %s, (SELECT p.ordinal FROM {S}.messages AS p"

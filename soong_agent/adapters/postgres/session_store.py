@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from soong_agent.adapters.postgres import rows as dbrows
@@ -248,6 +248,34 @@ class PostgresSessionStore:
             statement, params = sql.UPDATE_MARK, (value, now, session_id, key, previous)
         what = f"set the mark {key!r} of session {session_id!r}"
         return bool(await self._rows(statement, params, what))
+
+    # --- copying in -------------------------------------------------------------------------
+
+    async def import_session(
+        self,
+        session: SessionInfo,
+        *,
+        runs: Sequence[RunInfo],
+        messages: Sequence[Message],
+        events: Sequence[RunEvent],
+        marks: Mapping[str, str] | None = None,
+    ) -> bool:
+        """Write a whole session read from another store (`storage copy`) in one transaction:
+        its header, runs, messages (in the order they were written there), events and marks.
+        False, writing nothing, when a session with its id is here already, so a copy that
+        stopped half way can be run again. `UsageError` for rows that break a constraint."""
+        self._check_open()
+        rows = turns.turn_rows(
+            session, None, list(messages), list(events), session.updated_at, where=self._db.where
+        )
+        header = dbrows.session_params(session, session.updated_at)
+        run_rows = [dbrows.run_params(r) for r in runs]
+        mark_rows = [(session.id, k, v, session.updated_at) for k, v in (marks or {}).items()]
+
+        async def work(conn: AsyncConnection[Any], _retrying: bool) -> bool:
+            return await turns.write_session(conn, header, run_rows, rows, mark_rows)
+
+        return await self._db.run(work, what=f"copy session {session.id!r}")
 
     # --- claims and the end ----------------------------------------------------------------
 

@@ -143,3 +143,31 @@ async def _written(conn: AsyncConnection[Any], rows: TurnRows) -> bool:
         return False  # only the upserts, which may be written again
     found = await cur.fetchone()
     return found is not None and found[0] == expected
+
+
+async def write_session(
+    conn: AsyncConnection[Any],
+    header: tuple[Any, ...],
+    runs: list[tuple[Any, ...]],
+    rows: TurnRows,
+    marks: list[tuple[Any, ...]],
+) -> bool:
+    """Write a whole session (its header, runs, messages, events and marks) in one
+    transaction; False, writing nothing, when a session with its id is there already."""
+    async with conn.transaction():
+        cur = await conn.execute(sql.INSERT_NEW_SESSION, header)
+        if await cur.fetchone() is None:
+            return False
+        async with conn.pipeline(), conn.cursor() as many:
+            for statement, params in (
+                (sql.INSERT_RUN, runs),
+                (sql.INSERT_MESSAGE, rows.messages),
+                (sql.INSERT_MARK_ROW, marks),
+            ):
+                if params:
+                    await many.executemany(statement, params)
+        if rows.events:
+            async with conn.cursor() as cur, cur.copy(sql.COPY_EVENTS) as copy:
+                for row in rows.events:
+                    await copy.write_row(row)
+    return True
