@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import
     from soong_agent.domain.permissions import PermissionMode
     from soong_agent.domain.run_limits import RunLimits
     from soong_agent.entrypoints.containers import SdkContainer
-    from soong_agent.ports.messages import Message
+    from soong_agent.ports.messages import ImageBlock, Message
     from soong_agent.ports.model import ModelProvider, ToolChoice
     from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
     from soong_agent.ports.system import Clock, IdGenerator
@@ -88,6 +88,56 @@ def parse_tool_choice(value: str | ToolChoice | None) -> ToolChoice | None:
         return ToolChoice.parse(value)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def read_images(
+    paths: Sequence[str | Path], loaded: LoadedConfig, *, check_vision: bool = True
+) -> list[ImageBlock]:
+    """The images to attach to a run's user message (SDK `run(images=…)`, CLI `run --image`):
+    each file read whole (a relative path is from the current folder), its format told by its
+    bytes (PNG, JPEG, GIF or WebP), at most `tools.max_image_bytes`.
+
+    Raises:
+        UsageError: a file is missing, of another format or too large (naming it), or the main
+            model profile is not shown images (naming `model.vision`; not checked with
+            `check_vision` False, for a model the caller supplied).
+    """
+    if not paths:
+        return []
+    from soong_agent.domain.images import FORMATS, accepts_images, sniff_image
+    from soong_agent.entrypoints.factories.models import main_profile
+    from soong_agent.ports.messages import ImageBlock
+
+    model = main_profile(loaded).model
+    if check_vision and not accepts_images(model.name, model.vision):
+        raise UsageError(
+            f"images: the model {model.name or '(unnamed)'!r} is not shown images "
+            "(model.vision = false, or a model name not known to take images); set [model] "
+            "vision = true in config.toml if it takes them"
+        )
+    cap = loaded.config.tools.max_image_bytes
+    blocks: list[ImageBlock] = []
+    for given in paths:
+        path = Path(given).expanduser()
+        try:
+            with path.open("rb") as file:
+                data = file.read(cap + 1)
+        except FileNotFoundError:
+            raise UsageError(f"images: {given}: no such file") from None
+        except IsADirectoryError:
+            raise UsageError(f"images: {given}: a folder, not an image file") from None
+        except OSError as exc:
+            raise UsageError(f"images: {given}: cannot be read ({exc.strerror or exc})") from None
+        if len(data) > cap:
+            raise UsageError(
+                f"images: {given} is {path.stat().st_size} bytes, more than "
+                f"tools.max_image_bytes ({cap})"
+            )
+        media_type = sniff_image(data[:16])
+        if media_type is None:
+            raise UsageError(f"images: {given} is not a {FORMATS} image (by its bytes)")
+        blocks.append(ImageBlock(media_type=media_type, data=data, source=str(given)))
+    return blocks
 
 
 def _as_tools(items: Sequence[FunctionTool | Tool]) -> list[Tool]:
@@ -168,6 +218,7 @@ class AgentRuntime:
             if value is not None:
                 provider.override(providers.Object(value))
         self._container: SdkContainer = container
+        self._own_model = model is None  # the config's main profile says what it can see
         self._runs: list[Run] = []
         self._closed = False
         if tools:
@@ -202,6 +253,7 @@ class AgentRuntime:
         max_tokens: int | None = None,
         max_wall_ms: int | None = None,
         plan_mode: bool = False,
+        images: Sequence[str | Path] = (),
     ) -> Run:
         """Start a run; `session_id` resumes that session. Returns the run's handle.
 
@@ -215,13 +267,17 @@ class AgentRuntime:
         `plan_mode` starts the run in plan mode: only reading and the plan tools are allowed
         until a plan is approved (`exit_plan_mode` asks the approval callback).
         `agent` runs the session as that agent definition (a preset, AGT-3); `orchestrator`
-        gives the run `dispatch_worker` over `agents.worker_pools` (AGT-4).
+        gives the run `dispatch_worker` over `agents.worker_pools` (AGT-4). `images` (paths of
+        PNG, JPEG, GIF or WebP files, relative to the current folder) are attached to the
+        message, for a model profile that is shown images (`[model] vision`).
 
         Raises:
-            UsageError: an empty message, an unknown session, or a `tool_choice` naming a tool
-                the run does not have.
+            UsageError: an empty message, an unknown session, a `tool_choice` naming a tool
+                the run does not have, or an image that cannot be attached (missing, not an
+                image, over `tools.max_image_bytes`, or a text-only model profile).
         """
         self._check_open()
+        blocks = read_images(images, self.loaded, check_vision=self._own_model)
         service = self._container.services.run_service()
         run: Run = await service.start(
             message,
@@ -232,6 +288,7 @@ class AgentRuntime:
             plan_mode=plan_mode,
             agent=agent,
             orchestrator=orchestrator,
+            images=blocks,
         )
         # only unfinished runs are kept (for aclose); a finished one belongs to its caller alone,
         # so a long-lived runtime serving many runs stays flat in memory

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -9,6 +10,28 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 class _Block(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+"""The image formats every provider takes (PNG, JPEG, GIF, WebP)."""
+
+
+class ImageBlock(_Block):
+    """An image shown to the model: in a user message, or attached to a tool result.
+
+    `data` is the image file's bytes (stored inline in the session, base64 in its JSON: the
+    size is capped where an image enters a run, `tools.max_image_bytes`); `source` says
+    where it came from (a path), for people and for the text a model that cannot see is given.
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+    )
+
+    type: Literal["image"] = "image"
+    media_type: ImageType
+    data: bytes = Field(repr=False)
+    source: str = ""
 
 
 class TextBlock(_Block):
@@ -48,10 +71,14 @@ class ToolResultBlock(_Block):
     name: str
     content: str
     is_error: bool = False
+    images: tuple[ImageBlock, ...] = Field(default=(), exclude_if=lambda images: not images)
+    """Images the tool returned beside its text (read_file on an image); each provider sends
+    them where its API takes them. Left out of the JSON when there are none."""
 
 
 ContentBlock = Annotated[
-    TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock, Field(discriminator="type")
+    TextBlock | ThinkingBlock | ToolCallBlock | ToolResultBlock | ImageBlock,
+    Field(discriminator="type"),
 ]
 
 Role = Literal["user", "assistant", "tool"]
@@ -88,10 +115,21 @@ class Message(BaseModel):
         """The tool results this message carries (tool messages only)."""
         return [b for b in self.content if isinstance(b, ToolResultBlock)]
 
+    @property
+    def images(self) -> list[ImageBlock]:
+        """The images of this message: its own and those of its tool results."""
+        out: list[ImageBlock] = []
+        for block in self.content:
+            if isinstance(block, ImageBlock):
+                out.append(block)
+            elif isinstance(block, ToolResultBlock) and block.images:
+                out.extend(block.images)
+        return out
+
 
 MESSAGE_LIST = TypeAdapter(list[Message])
 
-_BLOCK_TYPES = (TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock)
+_BLOCK_TYPES = (TextBlock, ThinkingBlock, ToolCallBlock, ToolResultBlock, ImageBlock)
 
 
 def assembled(role: Role, content: list[ContentBlock]) -> Message:
@@ -118,6 +156,22 @@ _new = object.__new__
 _set = object.__setattr__
 
 
+class PromptWithImages(str):
+    """A user's message with images attached (SDK `run(images=…)`): a `str` to everything that
+    passes a run's message on (events, hooks, titles), and `user_text` puts its images in the
+    user message, before the text (where models read them best)."""
+
+    images: tuple[ImageBlock, ...]
+
+    def __new__(cls, text: str, images: Sequence[ImageBlock]) -> PromptWithImages:
+        made = super().__new__(cls, text)
+        made.images = tuple(images)
+        return made
+
+
 def user_text(text: str, *, id: str = "", parent_id: str | None = None) -> Message:
-    """A user message holding one text block."""
+    """A user message holding one text block (after the images of a `PromptWithImages`)."""
+    if isinstance(text, PromptWithImages):
+        content: list[ContentBlock] = [*text.images, TextBlock(text=str(text))]
+        return Message(id=id, parent_id=parent_id, role="user", content=content)
     return Message(id=id, parent_id=parent_id, role="user", content=[TextBlock(text=text)])

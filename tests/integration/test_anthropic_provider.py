@@ -76,6 +76,8 @@ class Sleeps:
         self.delays.append(delay)
 
 
+CACHE, EPHEMERAL = "cache_control", {"type": "ephemeral"}
+"""A cache breakpoint (a key and its value) on a block of the expected bodies."""
 POLICY = RetryPolicy(max_attempts=3, initial_backoff_s=0.2, max_backoff_s=5, max_retry_after_s=30)
 NO_STREAM_RETRY = RetryPolicy(stream_max_retries=0)
 """A cut answer is not sent again: the error itself is what the test looks at."""
@@ -599,7 +601,10 @@ async def test_request_headers_and_body(
         },
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "A!"}],
+            "content": [
+                # the breakpoint the previous request wrote its prefix at (the last but one)
+                {"type": "tool_result", "tool_use_id": "c1", "content": "A!", CACHE: EPHEMERAL}
+            ],
         },
         {
             "role": "assistant",
@@ -615,7 +620,7 @@ async def test_request_headers_and_body(
                 {"type": "tool_result", "tool_use_id": "c3", "content": "no", "is_error": True},
                 {"type": "text", "text": "also check b"},
                 {"type": "text", "text": "please"},
-                {"type": "text", "text": "thanks"},
+                {"type": "text", "text": "thanks", CACHE: EPHEMERAL},  # the newest: written
             ],
         },
     ]
@@ -632,7 +637,9 @@ async def test_minimal_body_and_default_max_tokens(
         "model": "claude-test",
         "max_tokens": 4000,
         "stream": True,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi", CACHE: EPHEMERAL}]}
+        ],
     }
 
 
@@ -664,7 +671,7 @@ async def test_tool_results_are_put_before_text_in_a_merged_user_turn(
         "role": "user",
         "content": [
             {"type": "tool_result", "tool_use_id": "t"},
-            {"type": "text", "text": "(interrupted)"},
+            {"type": "text", "text": "(interrupted)", CACHE: EPHEMERAL},
         ],
     }
 
@@ -1148,9 +1155,12 @@ async def test_an_empty_error_result_gets_content_and_blank_content_is_left_out(
             "tool_use_id": "t1",
             "content": "the tool failed without a message",
             "is_error": True,
+            CACHE: EPHEMERAL,
         }
     ]
-    assert body["messages"][4]["content"] == [{"type": "tool_result", "tool_use_id": "t2"}]
+    assert body["messages"][4]["content"] == [
+        {"type": "tool_result", "tool_use_id": "t2", CACHE: EPHEMERAL}
+    ]
 
 
 async def test_foreign_call_ids_are_rewritten_on_the_call_and_its_result(
@@ -1178,7 +1188,7 @@ async def test_a_call_without_result_gets_one_and_a_result_without_call_becomes_
             "content": [
                 # results open a user turn when turns merge; this one then became text
                 {"type": "text", "text": "[result of the earlier tool call lost]\nold output"},
-                {"type": "text", "text": "go"},
+                {"type": "text", "text": "go", CACHE: EPHEMERAL},
             ],
         },
         {
@@ -1194,7 +1204,7 @@ async def test_a_call_without_result_gets_one_and_a_result_without_call_becomes_
                     "content": "no result was recorded for this tool call",
                     "is_error": True,
                 },
-                {"type": "text", "text": "never mind"},
+                {"type": "text", "text": "never mind", CACHE: EPHEMERAL},
             ],
         },
     ]
@@ -1213,7 +1223,10 @@ async def test_a_turn_cancelled_after_its_thinking_is_left_out(
         assert body["messages"] == [
             {
                 "role": "user",
-                "content": [{"type": "text", "text": "go"}, {"type": "text", "text": "go on"}],
+                "content": [
+                    {"type": "text", "text": "go"},
+                    {"type": "text", "text": "go on", CACHE: EPHEMERAL},
+                ],
             }
         ]
 
@@ -1243,7 +1256,7 @@ async def test_a_history_that_starts_with_the_assistant_gets_a_user_turn_first(
     body = await sent_messages(server, client, history)
     assert body["messages"][0] == {
         "role": "user",
-        "content": [{"type": "text", "text": "(the conversation continues)"}],
+        "content": [{"type": "text", "text": "(the conversation continues)", CACHE: EPHEMERAL}],
     }
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import chdir
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,8 @@ import pytest
 from soong_agent.domain.config.retired import RETIRED_KEYS
 from soong_agent.domain.config.schema import SoongConfig
 from soong_agent.entrypoints.containers import SdkContainer
-from soong_agent.ports.errors import ConfigError, ProviderError
+from soong_agent.entrypoints.sdk import read_images
+from soong_agent.ports.errors import ConfigError, ProviderError, UsageError
 from soong_agent.ports.events import ChildStarted
 from soong_agent.ports.model import ModelRequest
 from soong_agent.testing import (
@@ -57,6 +59,7 @@ from tests.support.config_world import (
     schema_keys,
     text,
 )
+from tests.support.images import PNG
 
 
 # What the built objects hold: read in one place (private names of the adapters).
@@ -247,6 +250,22 @@ def model_rows(prefix: str) -> list[Row]:
             2_048,
             merged(base, value("provider", "anthropic")),
         ),
+        Effect(
+            key("reasoning_effort"),
+            value("reasoning_effort", "high"),
+            provider(lambda p: p._effort),
+            None,
+            "high",
+            base,
+        ),
+        Effect(
+            key("vision"),
+            value("vision", True),
+            provider(lambda p: p._vision),
+            False,  # "m" is no model known to take images
+            True,
+            base,
+        ),
     ]
     for name, amount in (
         ("input_per_mtok", 1.0),
@@ -265,6 +284,18 @@ def model_rows(prefix: str) -> list[Row]:
             )
         )
     return rows
+
+
+async def attaches_png(world: World, config: Config) -> object:
+    """Probe: whether `run(images=[a 70-byte PNG])` attaches it (PROV-7)."""
+    loaded = world.loaded(config)
+    (loaded.project / "shot.png").write_bytes(PNG)
+    try:
+        with chdir(loaded.project):
+            read_images(["shot.png"], loaded)
+    except UsageError as exc:
+        return f"refused: {exc}"
+    return "attached"
 
 
 IDLE_DEFAULT_S = 300.0
@@ -1061,6 +1092,14 @@ ROWS: list[Row] = [
         ),
         False,
         True,
+    ),
+    Effect(
+        "tools.max_image_bytes",
+        at("tools.max_image_bytes", 60),
+        attaches_png,
+        "attached",
+        "refused: images: shot.png is 70 bytes, more than tools.max_image_bytes (60)",
+        at("model.vision", True),
     ),
     Effect(
         "tools.fetch_max_bytes",

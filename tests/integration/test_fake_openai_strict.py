@@ -25,6 +25,7 @@ from soong_agent.ports.messages import (
 )
 from soong_agent.ports.model import ModelRequest, SystemPart, ToolSpec
 from tests.support.fake_openai import FakeOpenAIServer, text_response
+from tests.support.images import PNG_B64
 
 SYSTEM = {"role": "system", "content": "You are a test."}
 USER = {"role": "user", "content": "list the folder"}
@@ -586,7 +587,7 @@ VALID = {
             "role": "user",
             "content": [
                 {"type": "text", "text": "what is this?"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}},
             ],
         },
     ),

@@ -13,6 +13,7 @@ import pytest
 from tests.support import fake_anthropic, fake_ollama
 from tests.support.fake_anthropic import FakeAnthropicServer, validate_messages_request
 from tests.support.fake_ollama import FakeOllamaServer, validate_chat_request
+from tests.support.images import PNG_B64
 
 Body = dict[str, Any]
 Edit = Callable[[Body], None]
@@ -355,7 +356,7 @@ def ollama_body() -> Body:
         "stream": True,
         "messages": [
             {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "list the dir", "images": ["aGk="]},
+            {"role": "user", "content": "list the dir", "images": [PNG_B64]},
             {
                 "role": "assistant",
                 "content": "",
@@ -386,6 +387,8 @@ def ollama_problems(edit: Edit) -> list[str]:
 
 def test_the_ollama_reference_body_is_valid() -> None:
     assert ollama_problems(lambda body: None) == []
+    assert ollama_problems(set_("think", True)) == []
+    assert ollama_problems(set_("think", "low")) == []
     assert ollama_problems(set_("messages.2.content", None)) == []  # Go decodes null as ""
     assert ollama_problems(set_("keep_alive", "5m")) == []  # unknown fields are ignored
 
@@ -401,6 +404,14 @@ OLLAMA_RULES: list[tuple[str, Edit, str]] = [
         "json: cannot unmarshal array into Go struct field Message.messages.content of type string",
     ),
     ("images not strings", set_("messages.1.images", [1]), "[]api.ImageData"),
+    (
+        "images not base64",
+        set_("messages.1.images", ["a!b"]),
+        "illegal base64 data at input byte 1",
+    ),
+    ("images not an image", set_("messages.1.images", ["aGk="]), "image: unknown format"),
+    ("think not a level", set_("think", "max"), 'invalid think value: "max"'),
+    ("think a number", set_("think", 2), "ChatRequest.think"),
     (
         "arguments as a string",
         set_("messages.2.tool_calls.0.function.arguments", '{"path": "."}'),

@@ -388,6 +388,7 @@ async def test_request_body_with_a_tool_result_round_trip(
         {
             "role": "assistant",
             "content": "Sure.",
+            "thinking": "hmm",  # api.Message's field: the model's template decides its use
             "tool_calls": [{"function": {"name": "read_file", "arguments": {"path": "a.txt"}}}],
         },
         {"role": "tool", "content": "A!", "tool_name": "read_file"},

@@ -67,7 +67,13 @@ API's wording where it is known (N is the message index, M the block index):
 - a final assistant message (a prefill) does not end with whitespace ("final assistant
   content cannot end with trailing whitespace").
 - at most 4 blocks carry `cache_control` ("A maximum of 4 blocks with cache_control may be
-  provided. Found 5.").
+  provided. Found 5."), each {"type": "ephemeral"} with an optional "ttl" of "5m" or "1h", and
+  none on a thinking block ("cache_control cannot be set for thinking blocks").
+- an `image` block (in a user message or a tool_result's content) has a `source` of type
+  "base64" with a `media_type` of image/jpeg, image/png, image/gif or image/webp and `data`
+  that is standard base64 of an image of that type, at most 5 MB decoded ("Image does not
+  match the provided media type image/png", "image exceeds 5 MB maximum: N bytes > 5242880
+  bytes"), or of type "url" with a `url`.
 - `tools` a list of {"name": ^[a-zA-Z0-9_-]{1,64}$, unique, "input_schema": {"type":
   "object", ...}, "description"?: string}.
 - `tool_choice` one of {"type": "auto" | "any" | "none"} or {"type": "tool", "name": <a tool
@@ -82,18 +88,26 @@ API's wording where it is known (N is the message index, M the block index):
   disabled, an `assistant` message in the final position cannot contain `thinking`.").
 
 Consecutive messages of one role are accepted (the API merges them into one turn).
+
+`FakeAnthropicServer(prompt_cache=True)` also models the prompt cache as Anthropic documents it
+(`tests/support/anthropic_cache.py`): the `input_tokens`, `cache_creation_input_tokens` and
+`cache_read_input_tokens` of each answer's `message_start` are computed from the request and
+what earlier requests wrote at their breakpoints, in place of the scripted ones.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.server import ThreadingHTTPServer
 from typing import Any
 
+from tests.support.anthropic_cache import CacheUsage, PromptCache
 from tests.support.fake_openai import (
     FakeOpenAIServer,
     Framing,
@@ -477,6 +491,22 @@ _THINKING = ("thinking", "redacted_thinking")
 _TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]+")
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _MAX_CACHE_BREAKPOINTS = 4
+_IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+_MAX_IMAGE_BYTES = 5 * 1024 * 1024
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
+
+
+def image_type_of(data: bytes) -> str | None:
+    """The media type the bytes of an image show (as the API checks it), None for another."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
 
 
 @dataclass(frozen=True)
@@ -517,9 +547,59 @@ class _Validator:
     def fail(self, message: str) -> None:
         self.problems.append(message)
 
-    def count_cache(self, block: Any) -> None:
-        if isinstance(block, dict) and block.get("cache_control") is not None:
-            self.cache_blocks += 1
+    def count_cache(self, block: Any, where: str = "") -> None:
+        if not isinstance(block, dict) or "cache_control" not in block:
+            return
+        self.cache_blocks += 1
+        control = block["cache_control"]
+        if (
+            not isinstance(control, dict)
+            or control.get("type") != "ephemeral"
+            or set(control) - {"type", "ttl"}
+            or control.get("ttl", "5m") not in ("5m", "1h")
+        ):
+            self.fail(f"{where}cache_control: Input should be {{'type': 'ephemeral'}}")
+        if block.get("type") in _THINKING:
+            self.fail(f"{where}cache_control cannot be set for thinking blocks")
+
+    def image(self, where: str, block: dict[str, Any]) -> None:
+        """An image block's source (see the module doc)."""
+        source = block.get("source")
+        kind = source.get("type") if isinstance(source, dict) else None
+        if kind == "url":
+            if _blank(source.get("url")):  # type: ignore[union-attr]
+                self.fail(f"{where}.image.source.url.url: Field required")
+            return
+        if kind != "base64":
+            self.fail(f"{where}.image.source: Input tag does not match 'base64' or 'url'")
+            return
+        assert isinstance(source, dict)
+        media_type = source.get("media_type")
+        if media_type not in _IMAGE_TYPES:
+            self.fail(
+                f"{where}.image.source.base64.media_type: Input should be 'image/jpeg', "
+                "'image/png', 'image/gif' or 'image/webp'"
+            )
+            return
+        data = source.get("data")
+        if not isinstance(data, str) or not data or not _BASE64.fullmatch(data):
+            self.fail(f"{where}.image.source.base64.data: the image data is not valid base64")
+            return
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            self.fail(f"{where}.image.source.base64.data: the image data is not valid base64")
+            return
+        if len(raw) > _MAX_IMAGE_BYTES:
+            self.fail(
+                f"{where}.image.source.base64: image exceeds 5 MB maximum: {len(raw)} bytes > "
+                f"{_MAX_IMAGE_BYTES} bytes"
+            )
+        elif image_type_of(raw) != media_type:
+            self.fail(
+                f"{where}.image.source.base64.data: Image does not match the provided media "
+                f"type {media_type}"
+            )
 
     # -- the body --
 
@@ -673,12 +753,14 @@ class _Validator:
         if not isinstance(block, dict):
             self.fail(f"{where}: Input should be an object")
             return
-        self.count_cache(block)
+        self.count_cache(block, f"{where}.")
         kind = block.get("type")
         if kind not in _BLOCKS_BY_ROLE[role]:
             self.fail(f"{where}: blocks of type {kind!r} are not permitted in `{role}` messages")
             return
-        if kind == "text":
+        if kind == "image":
+            self.image(where, block)
+        elif kind == "text":
             text = block.get("text")
             if not isinstance(text, str) or not text:
                 self.fail("messages: text content blocks must be non-empty")
@@ -712,11 +794,17 @@ class _Validator:
             self.fail(f"{where}.tool_result.tool_use_id: Field required")
         content = block.get("content")
         if isinstance(content, list):
-            for i, part in enumerate(content):
+            if not content and block.get("is_error") is True:
+                content = None
+            for i, part in enumerate(content or []):
                 if not isinstance(part, dict) or part.get("type") not in ("text", "image"):
                     self.fail(f"{where}.tool_result.content.{i}: a text or image block expected")
-                elif part["type"] == "text" and _blank(part.get("text")):
+                    continue
+                self.count_cache(part, f"{where}.tool_result.content.{i}.")
+                if part["type"] == "text" and _blank(part.get("text")):
                     self.fail("messages: text content blocks must contain non-whitespace text")
+                elif part["type"] == "image":
+                    self.image(f"{where}.tool_result.content.{i}", part)
         elif content is not None and not isinstance(content, str):
             self.fail(f"{where}.tool_result.content: Input should be a valid string or list")
         if block.get("is_error") is True and not content:
@@ -867,9 +955,29 @@ class _AnthropicHandler(_Handler):
                 owner._reject_last(response.status, problems)
             else:
                 response = owner._next() or _no_script_left()
+                if owner.prompt_cache is not None and response.status == 200:
+                    response = _with_cache_usage(
+                        response, owner.prompt_cache.usage(json.loads(body))
+                    )
         else:
             response = error_response(404, message=f"no route for POST {self.path}")
         self._serve(response)
+
+
+def _with_cache_usage(response: ScriptedResponse, usage: CacheUsage) -> ScriptedResponse:
+    """The response with the input counts of its `message_start` replaced by `usage`."""
+    chunks = list(response.chunks)
+    for i, chunk in enumerate(chunks):
+        if chunk.startswith(b"event: message_start\n"):
+            data = json.loads(chunk.split(b"\ndata: ", 1)[1])
+            counts = data["message"].get("usage")
+            if counts is not None:
+                counts["input_tokens"] = usage.input_tokens
+                counts["cache_creation_input_tokens"] = usage.cache_creation_input_tokens
+                counts["cache_read_input_tokens"] = usage.cache_read_input_tokens
+            chunks[i] = _frame("message_start", _dumps(data))
+            break
+    return replace(response, chunks=chunks)
 
 
 class _AnthropicHTTPServer(_HTTPServer):
@@ -889,10 +997,12 @@ class FakeAnthropicServer(FakeOpenAIServer):
     module docstring for the rules, and `rejections` for what was refused.
     """
 
-    def __init__(self, *, strict: bool = True) -> None:
+    def __init__(self, *, strict: bool = True, prompt_cache: bool = False) -> None:
         super().__init__()
         self.strict = strict
         self._refused: list[Rejection] = []
+        self.prompt_cache: PromptCache | None = PromptCache() if prompt_cache else None
+        """The prompt cache the answers' usage is computed from (`prompt_cache=True`)."""
 
     @property
     def rejections(self) -> list[Rejection]:

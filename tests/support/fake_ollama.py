@@ -41,7 +41,11 @@ rules, one a line:
   passes others to the template, which drops them).
 - `content`, when present, a string or null ("json: cannot unmarshal array into Go struct field
   Message.messages.content of type string").
-- `images` a list of base64 strings; `thinking` and `tool_name` strings.
+- `images` a list of base64 strings (standard alphabet, padded: "illegal base64 data at input
+  byte N" otherwise), each an image Ollama can decode (PNG, JPEG, GIF or WebP here: "image:
+  unknown format"); `thinking` and `tool_name` strings.
+- `think`, when present, true, false or one of "high", "medium", "low" ("invalid think value:
+  \"x\" (must be \"high\", \"medium\", \"low\", true, or false)").
 - `tool_calls` only on assistant messages, a list of {"function": {"name": <non-empty string>,
   "arguments": <a JSON object>}}: arguments as a string are refused ("json: cannot unmarshal
   string into Go struct field ChatRequest.messages.tool_calls.function.arguments of type
@@ -60,6 +64,8 @@ decoder does.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import socket
@@ -380,6 +386,15 @@ class _Validator:
                 self.message(i, message)
         self.tools(body.get("tools"))
         self.options(body.get("options"))
+        think = body.get("think")
+        if think is not None and not isinstance(think, bool):
+            if isinstance(think, str) and think not in ("high", "medium", "low"):
+                self.fail(
+                    f'invalid think value: "{think}" (must be "high", "medium", "low", true, '
+                    "or false)"
+                )
+            elif not isinstance(think, str):
+                self.fail(_unmarshal(think, "ChatRequest.think", "api.ThinkValue"))
 
     def message(self, i: int, message: Any) -> None:
         where = f"messages[{i}]"
@@ -402,6 +417,9 @@ class _Validator:
             not isinstance(images, list) or not all(isinstance(x, str) for x in images)
         ):
             self.fail(_unmarshal(images, "Message.messages.images", "[]api.ImageData"))
+        else:
+            for image in images or []:
+                self.image(image)
         if role == "tool" and not message.get("tool_name"):
             self.fail(f"{where}: a tool message must name its tool in `tool_name`")
         calls = message.get("tool_calls")
@@ -429,6 +447,18 @@ class _Validator:
                         "api.ToolCallFunctionArguments",
                     )
                 )
+
+    def image(self, data: str) -> None:
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except binascii.Error:
+            bad = next((i for i, c in enumerate(data) if not (c.isalnum() or c in "+/=")), 0)
+            self.fail(f"illegal base64 data at input byte {bad}")
+            return
+        if not raw.startswith(
+            (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a")
+        ) and not (raw[:4] == b"RIFF" and raw[8:12] == b"WEBP"):
+            self.fail("image: unknown format")
 
     def tools(self, tools: Any) -> None:
         if tools is None:

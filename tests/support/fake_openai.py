@@ -62,6 +62,22 @@ answer is OpenAI's: HTTP 400 {"error": {"message", "type": "invalid_request_erro
 - `max_tokens` / `max_completion_tokens` not an integer >= 1: 400 (OpenAI integer_below_min_value;
   llama-cpp-python 500 int_parsing).
 - `temperature` not a number in [0, 2]: 400 (OpenAI decimal_above_max_value / below_min_value).
+- a message field its role does not have (system/developer/user: content, name; assistant:
+  also tool_calls, refusal, audio, function_call; tool: content, tool_call_id), such as
+  `reasoning_content`: 400 "Additional properties are not allowed ('reasoning_content' was
+  unexpected)" (OpenAI; gateways say "property ... is unsupported").
+- an `image_url` part (user messages only) whose `image_url` is not {"url": <a string>,
+  "detail"?: "auto" | "low" | "high"}, or whose `data:` URL is not base64 of a PNG, JPEG, GIF
+  or WebP image of at most 20 MB: 400 "You uploaded an unsupported image..." (OpenAI).
+- `reasoning_effort` not one of none/minimal/low/medium/high/xhigh: 400 invalid_value; with
+  it, `max_tokens` is refused: OpenAI's reasoning models take only `max_completion_tokens`
+  ("Unsupported parameter: 'max_tokens' is not supported with this model. Use
+  'max_completion_tokens' instead.").
+- `prompt_cache_key` not a string: 400 invalid_type.
+
+`FakeOpenAIServer(thinking_mode=True)` is DeepSeek in thinking mode instead: assistant messages
+may carry `reasoning_content` (a string), and one that made tool calls must ("Missing
+`reasoning_content` field in the assistant message at message index N", HTTP 400).
 
 A refused request answers with an error a test may expect for other reasons, so when the
 server's `with` block ends, refusals no test read through `rejections` fail the test
@@ -70,6 +86,8 @@ server's `with` block ends, refusals no test read through `rejections` fail the 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import re
@@ -213,9 +231,15 @@ def text_response(
     prompt_tokens: int = 11,
     completion_tokens: int = 7,
     cached_tokens: int = 0,
+    reasoning: str = "",
 ) -> ScriptedResponse:
-    """A streamed answer of `text` in `pieces` content deltas."""
+    """A streamed answer of `text` in `pieces` content deltas (after `reasoning` in
+    `reasoning_content` deltas, when given)."""
     c = _Chunks(model, usage)
+    if reasoning:
+        c.delta({"role": "assistant", "content": None, "reasoning_content": ""})
+        for piece in split_text(reasoning, 3):
+            c.delta({"content": None, "reasoning_content": piece})
     c.delta({"role": "assistant", "content": "", "refusal": None})
     for piece in split_text(text, pieces):
         c.delta({"content": piece})
@@ -235,15 +259,22 @@ def tool_call_response(
     prompt_tokens: int = 11,
     completion_tokens: int = 7,
     cached_tokens: int = 0,
+    reasoning: str = "",
 ) -> ScriptedResponse:
     """A streamed answer making the tool calls `(id, name, arguments_json)`.
 
     Each call starts with a fragment holding its id and name (empty arguments), then its
     arguments arrive in `fragments` pieces. `repeat_id_and_name` repeats id and name in every
     fragment (as some gateways do); `interleave` mixes the fragments of parallel calls.
+    `reasoning` comes first, in `reasoning_content` deltas (as DeepSeek streams its thinking).
     """
     c = _Chunks(model, usage)
     role: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
+    if reasoning:
+        c.delta({"role": "assistant", "content": None, "reasoning_content": ""})
+        for piece in split_text(reasoning, 3):
+            c.delta({"content": None, "reasoning_content": piece})
+        role = {}
     if text:
         c.delta({"role": "assistant", "content": "", "refusal": None})
         for piece in split_text(text, 3):
@@ -365,6 +396,36 @@ _PART_KINDS: dict[str, tuple[str, ...]] = {
     "tool": ("text",),
 }
 _TOOL_CHOICE_MODES = ("auto", "none", "required")
+_MESSAGE_FIELDS: dict[str, frozenset[str]] = {
+    "system": frozenset({"role", "content", "name"}),
+    "developer": frozenset({"role", "content", "name"}),
+    "user": frozenset({"role", "content", "name"}),
+    "assistant": frozenset(
+        {"role", "content", "name", "tool_calls", "refusal", "audio", "function_call"}
+    ),
+    "tool": frozenset({"role", "content", "tool_call_id"}),
+}
+_REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+_DATA_URL = re.compile(r"data:(image/[a-z]+);base64,([A-Za-z0-9+/]*={0,2})")
+_MAX_IMAGE_BYTES = 20 * 1024 * 1024
+_UNSUPPORTED_IMAGE = (
+    "You uploaded an unsupported image. Please make sure your image has of one the following "
+    "formats: ['png', 'jpeg', 'gif', 'webp']."
+)
+
+
+def _image_format(data: bytes) -> str | None:
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
 _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _KNOWN_PARAMETERS = frozenset(
     {
@@ -510,8 +571,9 @@ def _llama_cpp_validation_body(index: int, message: dict[str, Any]) -> dict[str,
 class _Validator:
     """Walks one Chat Completions request body and collects what strict servers refuse."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, thinking_mode: bool = False) -> None:
         self.problems: list[Problem] = []
+        self.thinking_mode = thinking_mode
 
     def fail(
         self,
@@ -572,6 +634,50 @@ class _Validator:
         tool_names = self.tools(body)
         self.tool_choice(body, tool_names)
         self.sampling(body)
+        self.reasoning_and_cache(body)
+
+    def reasoning_and_cache(self, body: dict[str, Any]) -> None:
+        effort = body.get("reasoning_effort")
+        if effort is not None:
+            if effort not in _REASONING_EFFORTS:
+                self.fail(
+                    f"Invalid value: {effort!r}. Supported values are: 'minimal', 'low', "
+                    "'medium', and 'high'.",
+                    "reasoning_effort",
+                    "invalid_value",
+                )
+            if body.get("max_tokens") is not None and not self.thinking_mode:
+                self.fail(
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                    "'max_completion_tokens' instead.",
+                    "max_tokens",
+                    "unsupported_parameter",
+                )
+        key = body.get("prompt_cache_key")
+        if key is not None and not isinstance(key, str):
+            self.invalid_type("prompt_cache_key", "a string", key)
+
+    def fields(self, i: int, role: str, message: dict[str, Any]) -> None:
+        """The fields of a message: those of its role only (see the module doc)."""
+        allowed = _MESSAGE_FIELDS[role]
+        if role == "assistant" and self.thinking_mode:
+            allowed = allowed | {"reasoning_content"}
+            reasoning = message.get("reasoning_content")
+            if reasoning is not None and not isinstance(reasoning, str):
+                self.invalid_type(f"messages[{i}].reasoning_content", "a string", reasoning)
+            if message.get("tool_calls") and reasoning is None:
+                self.fail(
+                    "Missing `reasoning_content` field in the assistant message at message "
+                    f"index {i}",
+                    f"messages[{i}].reasoning_content",
+                )
+        extra = sorted(set(message) - allowed)
+        if extra:
+            self.fail(
+                f"Additional properties are not allowed ({extra[0]!r} was unexpected) - "
+                f"'messages.{i}'",
+                f"messages[{i}]",
+            )
 
     # -- messages --
 
@@ -595,6 +701,7 @@ class _Validator:
                     "invalid_value",
                 )
                 continue
+            self.fields(i, role, message)
             if role == "tool":
                 call_id = self.tool_message(where, message)
                 if call_id is None:
@@ -679,6 +786,36 @@ class _Validator:
                 )
             elif kind in ("text", "refusal") and not isinstance(part.get(kind), str):
                 self.invalid_type(f"{where}.{kind}", "a string", part.get(kind))
+            elif kind == "image_url":
+                self.image_url(where, part)
+
+    def image_url(self, where: str, part: dict[str, Any]) -> None:
+        image = part.get("image_url")
+        if not isinstance(image, dict) or not isinstance(image.get("url"), str):
+            self.missing(f"{where}.image_url.url")
+            return
+        if set(image) - {"url", "detail"} or image.get("detail", "auto") not in (
+            "auto",
+            "low",
+            "high",
+        ):
+            self.fail(f"Invalid '{where}.image_url': unexpected fields or detail", where)
+        url = image["url"]
+        if url.startswith(("http://", "https://")):
+            return
+        match = _DATA_URL.fullmatch(url)
+        if match is None:
+            self.fail(f"Invalid image URL: '{where}.image_url.url' ({url[:40]!r})", where)
+            return
+        try:
+            data = base64.b64decode(match.group(2), validate=True)
+        except binascii.Error:
+            self.fail(_UNSUPPORTED_IMAGE + f" ({where}: not base64)", where, "invalid_image_format")
+            return
+        if len(data) > _MAX_IMAGE_BYTES:
+            self.fail(f"Image too large: {len(data)} bytes ({where})", where, "image_too_large")
+        elif _image_format(data) is None:
+            self.fail(_UNSUPPORTED_IMAGE + f" ({where})", where, "invalid_image_format")
 
     def tool_message(self, where: str, message: dict[str, Any]) -> str | None:
         """Checks a tool message; its tool_call_id when that is a string."""
@@ -942,9 +1079,10 @@ class _Validator:
                 )
 
 
-def validate_chat_request(body: bytes) -> list[Problem]:
-    """What a strict server refuses in this Chat Completions request body (empty: valid)."""
-    validator = _Validator()
+def validate_chat_request(body: bytes, *, thinking_mode: bool = False) -> list[Problem]:
+    """What a strict server refuses in this Chat Completions request body (empty: valid);
+    `thinking_mode`: DeepSeek's rules for `reasoning_content` (see the module doc)."""
+    validator = _Validator(thinking_mode=thinking_mode)
     validator.body(body)
     return validator.problems
 
@@ -1021,7 +1159,11 @@ class _Handler(BaseHTTPRequestHandler):
         index = self._record(body)
         if self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
             owner = self.server.owner
-            problems = validate_chat_request(body) if owner.strict else []
+            problems = (
+                validate_chat_request(body, thinking_mode=owner.thinking_mode)
+                if owner.strict
+                else []
+            )
             if problems:
                 response = rejection_response(problems)
                 owner._reject(Rejection(index, response.status, tuple(problems)))
@@ -1088,8 +1230,9 @@ class FakeOpenAIServer:
     the module docstring for the rules, and `rejections` for what was refused.
     """
 
-    def __init__(self, *, strict: bool = True) -> None:
+    def __init__(self, *, strict: bool = True, thinking_mode: bool = False) -> None:
         self.strict = strict
+        self.thinking_mode = thinking_mode
         self._lock = threading.Lock()
         self._queue: deque[ScriptedResponse] = deque()
         self._requests: list[RecordedRequest] = []

@@ -65,3 +65,13 @@ async def test_each_call_and_the_run_total_carry_usage_and_cost() -> None:
     assert isinstance(finished, RunFinished)
     assert finished.usage == result.usage == usage + usage
     assert result.cost_usd == pytest.approx(2 * (1000 * 3.0 + 100 * 15.0) / 1e6)
+
+
+def test_a_cache_price_left_unset_is_the_input_price() -> None:
+    # PROV-7: reads are never free because the table does not name their price
+    usage = Usage(input_tokens=1_000_000, cache_read_tokens=2_000_000, cache_write_tokens=1_000_000)
+    only_input = PriceConfig(input_per_mtok=3.0, output_per_mtok=15.0)
+    assert cost_usd(usage, only_input) == pytest.approx(3.0 + 6.0 + 3.0)
+    free_reads = PriceConfig(input_per_mtok=3.0, cache_read_per_mtok=0.0)  # said so: free
+    assert cost_usd(usage, free_reads) == pytest.approx(3.0 + 0.0 + 3.0)
+    assert cost_usd(usage, PRICE) == pytest.approx(3.0 + 0.6 + 3.75)

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Any, Unpack
 
 from soong_agent.adapters.providers.anthropic_stream import StreamState, error_from_event
-from soong_agent.adapters.providers.anthropic_wire import build_body
+from soong_agent.adapters.providers.anthropic_wire import EFFORT_BUDGETS, build_body
 from soong_agent.adapters.providers.base import (
     SCAN_MAX,
     HttpProviderArgs,
@@ -26,7 +26,12 @@ DEFAULT_VERSION = "2023-06-01"
 
 
 class AnthropicMessagesProvider(HttpStreamProvider):
-    """`ModelProvider` for the Anthropic Messages API (and servers that speak it)."""
+    """`ModelProvider` for the Anthropic Messages API (and servers that speak it).
+
+    `thinking_budget_tokens` turns extended thinking on; without it, `reasoning_effort`
+    (``low``, ``medium``, ``high``) does, with the budget `EFFORT_BUDGETS` gives it. `vision`
+    False sends a line of text in place of each image.
+    """
 
     provider_name = "anthropic"
     stream_format = replace(SSE, not_streams=(*SSE.not_streams, "text/plain"))
@@ -36,12 +41,20 @@ class AnthropicMessagesProvider(HttpStreamProvider):
         *,
         max_output_tokens: int = 8192,
         thinking_budget_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        vision: bool = True,
         anthropic_version: str = DEFAULT_VERSION,
         **args: Unpack[HttpProviderArgs],
     ) -> None:
         super().__init__(**args)
+        if reasoning_effort is not None and reasoning_effort not in EFFORT_BUDGETS:
+            raise ValueError(
+                f"reasoning_effort: expected low, medium or high, found {reasoning_effort!r}"
+            )
         self._max_output_tokens = max_output_tokens
         self._thinking_budget = thinking_budget_tokens
+        self._effort_budget = EFFORT_BUDGETS.get(reasoning_effort or "")
+        self._vision = vision
         self._version = anthropic_version
 
     def _endpoint(self) -> str:
@@ -53,7 +66,8 @@ class AnthropicMessagesProvider(HttpStreamProvider):
             self._model,
             request,
             max_output_tokens=self._max_output_tokens,
-            thinking_budget_tokens=self._thinking_budget,
+            thinking_budget_tokens=self._thinking_budget or self._effort_budget,
+            vision=self._vision,
         )
 
     def _headers(self, key: str | None) -> dict[str, str]:

@@ -16,7 +16,12 @@ refuses a body built from a valid neutral history:
   and its result alike); `tool_use.input` is always an object;
 - an error `tool_result` always has content;
 - thinking blocks go back only signed (or redacted), first in their turn, never alone in a
-  turn, and only when thinking is enabled for the request;
+  turn, and only when thinking is enabled for the request (the API requires the signed
+  thinking of a tool-use turn back while its tool loop runs, and strips older ones itself);
+- images are `image` blocks with a base64 source, in user turns and inside tool results (the
+  API takes both); a profile that is not shown images gets a line of text in their place;
+- the two newest user turns end with a cache breakpoint (see `mark_newest`), within the API's
+  limit of 4 breakpoints a request;
 - a final assistant turn (a prefill) does not end with whitespace;
 - extended thinking is only sent when the request is compatible with it (see
   `build_body`): forced tool use, a prefill, or a tool loop whose last assistant turn did not
@@ -32,7 +37,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from soong_agent.adapters.providers.calls import arguments_object, wire_name
+from soong_agent.adapters.providers.images import b64, unseen
 from soong_agent.ports.messages import (
+    ImageBlock,
     Message,
     TextBlock,
     ThinkingBlock,
@@ -44,7 +51,13 @@ from soong_agent.ports.model import ModelRequest, SystemPart, ToolChoice, ToolSp
 # max_tokens must exceed the thinking budget; this much room is left for the answer.
 THINKING_ANSWER_ROOM = 1024
 
+EFFORT_BUDGETS: dict[str, int] = {"low": 2_048, "medium": 8_192, "high": 24_576}
+"""The thinking budget of `[model] reasoning_effort` when `thinking_budget_tokens` is unset
+(the high one leaves room for the answer under Claude Opus 4's 32k output limit)."""
+
 _CACHE = {"type": "ephemeral"}
+MAX_BREAKPOINTS = 4
+"""The API refuses a request with more blocks carrying `cache_control`."""
 
 NO_RESULT = "no result was recorded for this tool call"
 """The content of the error result given to a call whose result is missing."""
@@ -126,9 +139,20 @@ def _has_text(text: str) -> bool:
     return bool(text) and not text.isspace()
 
 
-def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
+def _image(block: ImageBlock, *, vision: bool) -> dict[str, Any]:
+    if not vision:
+        return {"type": "text", "text": unseen(block)}
+    source = {"type": "base64", "media_type": block.media_type, "data": b64(block)}
+    return {"type": "image", "source": source}
+
+
+def _tool_result(block: ToolResultBlock, *, vision: bool) -> dict[str, Any]:
     wire: dict[str, Any] = {"type": "tool_result", "tool_use_id": wire_id(block.call_id)}
-    if _has_text(block.content):
+    if block.images:  # a list of text and image blocks: the API takes images in results
+        parts = [{"type": "text", "text": block.content}] if _has_text(block.content) else []
+        parts.extend(_image(image, vision=vision) for image in block.images)
+        wire["content"] = parts
+    elif _has_text(block.content):
         wire["content"] = block.content
     elif block.is_error:
         wire["content"] = EMPTY_ERROR  # "content cannot be empty if `is_error` is true"
@@ -176,31 +200,36 @@ def _assistant_blocks(message: Message, *, thinking: bool) -> list[dict[str, Any
     return blocks
 
 
-def _user_blocks(message: Message) -> list[dict[str, Any]]:
+def _user_blocks(message: Message, *, vision: bool) -> list[dict[str, Any]]:
     # tool results must open the user message that answers a tool_use turn
-    blocks = [_tool_result(b) for b in message.content if isinstance(b, ToolResultBlock)]
-    blocks.extend(
-        {"type": "text", "text": b.text}
-        for b in message.content
-        if isinstance(b, TextBlock) and _has_text(b.text)
-    )
+    blocks = [
+        _tool_result(b, vision=vision) for b in message.content if isinstance(b, ToolResultBlock)
+    ]
+    for b in message.content:
+        if isinstance(b, TextBlock):
+            if _has_text(b.text):
+                blocks.append({"type": "text", "text": b.text})
+        elif isinstance(b, ImageBlock):
+            blocks.append(_image(b, vision=vision))
     return blocks
 
 
-def convert_messages(messages: Sequence[Message], *, thinking: bool = True) -> list[dict[str, Any]]:
+def convert_messages(
+    messages: Sequence[Message], *, thinking: bool = True, vision: bool = True
+) -> list[dict[str, Any]]:
     """Neutral messages to Messages API turns that the API accepts (see the module doc).
 
     Tool messages become user turns of `tool_result` blocks; consecutive turns of one role are
     merged, with tool results first in a user turn and thinking first in an assistant turn.
     Messages left without content are dropped. Thinking blocks are sent back only when
-    `thinking` (extended thinking is enabled for the request).
+    `thinking` (extended thinking is enabled for the request); images only when `vision`.
     """
     turns: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "assistant":
             role, blocks = "assistant", _assistant_blocks(message, thinking=thinking)
         else:
-            role, blocks = "user", _user_blocks(message)
+            role, blocks = "user", _user_blocks(message, vision=vision)
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
@@ -246,7 +275,7 @@ def _pair_tool_results(turns: list[dict[str, Any]]) -> None:
                 answered.add(block["tool_use_id"])
                 results.append(block)
             else:
-                rest.append(_orphan_text(block))
+                rest.extend(_orphan_blocks(block))
         results.extend(
             {"type": "tool_result", "tool_use_id": c, "content": NO_RESULT, "is_error": True}
             for c in calls
@@ -256,12 +285,17 @@ def _pair_tool_results(turns: list[dict[str, Any]]) -> None:
         index += 1
 
 
-def _orphan_text(block: dict[str, Any]) -> dict[str, Any]:
-    # a result whose call is not in the turn before: the API refuses it as a tool_result
+def _orphan_blocks(block: dict[str, Any]) -> list[dict[str, Any]]:
+    # a result whose call is not in the turn before: the API refuses it as a tool_result, so
+    # it goes as text (and its images, if any, as the images of the user turn)
     content = block.get("content", "")
+    parts: list[dict[str, Any]] = content if isinstance(content, list) else []
+    if parts:
+        content = "\n".join(p["text"] for p in parts if p["type"] == "text")
     error = " (an error)" if block.get("is_error") else ""
     header = f"[result{error} of the earlier tool call {block['tool_use_id']}]"
-    return {"type": "text", "text": f"{header}\n{content}" if content else header}
+    text = {"type": "text", "text": f"{header}\n{content}" if content else header}
+    return [text, *(p for p in parts if p["type"] != "text")]
 
 
 def _trim_prefill(turns: list[dict[str, Any]]) -> None:
@@ -291,12 +325,33 @@ def thinking_compatible(turns: Sequence[dict[str, Any]]) -> bool:
     return bool(first["type"] in _THINKING_TYPES)
 
 
+def mark_newest(turns: Sequence[dict[str, Any]], *, room: int) -> None:
+    """Put a cache breakpoint on the last block of each of the `room` newest user turns (at
+    most two), so that a long session reads almost all of its input from the cache.
+
+    The newest one writes the whole conversation to the cache; the one before it sits where
+    the previous request's newest breakpoint was (the request before added one assistant and
+    one user turn), so the prefix this request reads is exactly the one the last request
+    wrote, however many blocks lie between (the API's own look-back for an earlier hit spans
+    only about 20 blocks). Each request thus reads the last one's prefix and writes only its
+    own two new turns.
+    """
+    left = min(room, 2)
+    for turn in reversed(turns):
+        if left <= 0:
+            return
+        if turn["role"] == "user" and turn["content"]:
+            turn["content"][-1]["cache_control"] = dict(_CACHE)
+            left -= 1
+
+
 def build_body(
     model: str,
     request: ModelRequest,
     *,
     max_output_tokens: int,
     thinking_budget_tokens: int | None,
+    vision: bool = True,
 ) -> dict[str, Any]:
     """The JSON body of a streaming Messages request.
 
@@ -305,6 +360,9 @@ def build_body(
     tool_choice forces tool use"); the user's explicit choice wins, so thinking is left out of
     that one request rather than the choice being weakened to "auto". It is also left out of a
     request `thinking_compatible` rejects. Without thinking, the temperature is sent.
+
+    Cache breakpoints: the stable system prompt, the last tool, and the two newest user turns
+    (`mark_newest`), four in all.
     """
     max_tokens = request.max_output_tokens or max_output_tokens
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "stream": True}
@@ -313,11 +371,13 @@ def build_body(
         body["system"] = system
     choice = request.tool_choice if request.tools else None
     thinking = bool(thinking_budget_tokens) and not forces_tool_use(choice)
-    messages = convert_messages(request.messages, thinking=thinking)
+    messages = convert_messages(request.messages, thinking=thinking, vision=vision)
     if thinking and not thinking_compatible(messages):
         thinking = False
-        messages = convert_messages(request.messages, thinking=False)
+        messages = convert_messages(request.messages, thinking=False, vision=vision)
     body["messages"] = messages
+    used = sum(1 for block in system if "cache_control" in block) + bool(request.tools)
+    mark_newest(messages, room=MAX_BREAKPOINTS - used)
     if request.tools:
         body["tools"] = convert_tools(request.tools)
     if choice is not None:

@@ -7,12 +7,13 @@ to start it.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
 from soong_agent.adapters.providers.base import (
     SCAN_MAX,
+    HttpProviderArgs,
     HttpStreamProvider,
     bearer,
     misshapen,
@@ -113,10 +114,25 @@ NDJSON = StreamFormat(
 
 
 class OllamaChatProvider(HttpStreamProvider):
-    """`ModelProvider` for a local (or gateway-fronted) Ollama server's `/api/chat`."""
+    """`ModelProvider` for a local (or gateway-fronted) Ollama server's `/api/chat`.
+
+    `reasoning_effort` is sent as `think` (see `ollama_wire`); `vision` False sends a line of
+    text in place of each image.
+    """
 
     provider_name = "ollama"
     stream_format = NDJSON
+
+    def __init__(
+        self,
+        *,
+        reasoning_effort: str | None = None,
+        vision: bool = True,
+        **args: Unpack[HttpProviderArgs],
+    ) -> None:
+        super().__init__(**args)
+        self._effort = reasoning_effort
+        self._vision = vision
 
     async def health(self) -> bool:
         """Whether an Ollama server answers at `base_url` (`GET /` gives 200). Never raises
@@ -134,7 +150,7 @@ class OllamaChatProvider(HttpStreamProvider):
         return "/api/chat"
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_body(self._model, request)
+        return build_body(self._model, request, reasoning_effort=self._effort, vision=self._vision)
 
     def _parser(self, ctx: ErrorContext, out: list[StreamEvent]) -> LineParser:
         return LineParser(ctx, out)

@@ -11,7 +11,15 @@ name), and "required" and "auto" send the tools as usual (nothing can force a ca
 Messages are sent as Ollama decodes them (`api.Message`): `content` always a string (""
 beside tool calls), tool-call `arguments` always a JSON object (Ollama refuses a string), a
 tool result as a `tool` message naming its tool in `tool_name`; an assistant turn left with
-neither text nor calls (e.g. only thinking, which is not sent back) is left out.
+neither text nor calls (e.g. only thinking) is left out.
+
+Reasoning and images (PROV-7): `[model] reasoning_effort` is sent as `think`: the level itself
+for the models that take levels (gpt-oss), `true` for the others (they think or not). The
+thinking an assistant turn had goes back in its `thinking` field, which `api.Message` has:
+each model's template decides what of it the model sees again (most drop it before the last
+user turn; gpt-oss keeps it through a tool loop). Images go as base64 in a message's
+`images`; those of tool results in a user message after the turn's tool messages (as the
+templates render images of user messages).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from soong_agent.adapters.providers.calls import arguments_object, wire_name
+from soong_agent.adapters.providers.images import attached_note, b64, unseen
 from soong_agent.adapters.providers.openai_wire import convert_tools, system_text
 from soong_agent.adapters.providers.payloads import (
     ShapeError,
@@ -28,7 +37,14 @@ from soong_agent.adapters.providers.payloads import (
     opt_str,
 )
 from soong_agent.ports.errors import ProviderErrorKind
-from soong_agent.ports.messages import Message, TextBlock, ToolCallBlock, ToolResultBlock
+from soong_agent.ports.messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from soong_agent.ports.model import ModelRequest, ToolChoice, ToolSpec
 from soong_agent.ports.streaming import StopReason, ToolCallReady, Usage
 
@@ -36,23 +52,79 @@ DONE_REASONS: dict[str, StopReason] = {
     "stop": "end_turn",
     "length": "max_tokens",
 }
+LEVEL_MODELS = ("gpt-oss",)
+"""Models whose `think` takes a level (``low``, ``medium``, ``high``) rather than a boolean."""
+
+
+def think_value(model: str, effort: str | None) -> bool | str | None:
+    """The `think` of `[model] reasoning_effort` (None: not sent)."""
+    if effort is None:
+        return None
+    return effort if model.lower().startswith(LEVEL_MODELS) else True
+
 
 # --- request conversion ----------------------------------------------------------------------
 
 
-def _tool_result(block: ToolResultBlock) -> dict[str, Any]:
-    return {"role": "tool", "content": block.content, "tool_name": wire_name(block.name)}
+class _Shown:
+    """The images of a turn's tool results, for the user message after its tool messages."""
+
+    __slots__ = ("images", "notes")
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.images: list[str] = []
+
+    def message(self) -> dict[str, Any]:
+        message = {"role": "user", "content": "\n".join(self.notes), "images": self.images}
+        self.notes, self.images = [], []
+        return message
 
 
-def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Neutral messages to Ollama chat messages (thinking blocks are dropped)."""
+def _tool_result(block: ToolResultBlock, *, vision: bool, shown: _Shown) -> dict[str, Any]:
+    content = block.content
+    if block.images and vision:
+        shown.notes.append(attached_note(len(block.images), block.call_id, block.name))
+        shown.images.extend(b64(image) for image in block.images)
+    elif block.images:
+        content = "\n".join(t for t in (content, *map(unseen, block.images)) if t)
+    return {"role": "tool", "content": content, "tool_name": wire_name(block.name)}
+
+
+def _user(message: Message, *, vision: bool) -> tuple[str, list[str]]:
+    """A user message's text and the base64 of its images (a note each when not shown)."""
+    texts: list[str] = []
+    images: list[str] = []
+    for b in message.content:
+        if isinstance(b, TextBlock):
+            texts.append(b.text)
+        elif isinstance(b, ImageBlock):
+            if vision:
+                images.append(b64(b))
+            else:
+                texts.insert(0, unseen(b) + "\n")
+    return "".join(texts), images
+
+
+def convert_messages(messages: Sequence[Message], *, vision: bool = True) -> list[dict[str, Any]]:
+    """Neutral messages to Ollama chat messages (see the module doc)."""
     out: list[dict[str, Any]] = []
+    shown = _Shown()
     for message in messages:
+        if message.role != "tool" and shown.images:
+            out.append(shown.message())
         if message.role == "tool":
-            out.extend(_tool_result(b) for b in message.content if isinstance(b, ToolResultBlock))
+            out.extend(
+                _tool_result(b, vision=vision, shown=shown)
+                for b in message.content
+                if isinstance(b, ToolResultBlock)
+            )
         elif message.role == "assistant":
             text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
             wire: dict[str, Any] = {"role": "assistant", "content": text}
+            thinking = "".join(b.text for b in message.content if isinstance(b, ThinkingBlock))
+            if thinking:
+                wire["thinking"] = thinking
             calls = [
                 {
                     "function": {
@@ -71,10 +143,17 @@ def convert_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
         else:
             # Tool results inside a user message are sent as tool messages, as Ollama expects.
             results = [b for b in message.content if isinstance(b, ToolResultBlock)]
-            out.extend(_tool_result(b) for b in results)
-            text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
-            if text or not results:
-                out.append({"role": "user", "content": text})
+            out.extend(_tool_result(b, vision=vision, shown=shown) for b in results)
+            if shown.images:
+                out.append(shown.message())
+            text, images = _user(message, vision=vision)
+            if text or images or not results:
+                wire = {"role": "user", "content": text}
+                if images:
+                    wire["images"] = images
+                out.append(wire)
+    if shown.images:
+        out.append(shown.message())
     return out
 
 
@@ -90,13 +169,18 @@ def offered_tools(tools: Sequence[ToolSpec], choice: ToolChoice | None) -> Seque
     return tools
 
 
-def build_body(model: str, request: ModelRequest) -> dict[str, Any]:
+def build_body(
+    model: str, request: ModelRequest, *, reasoning_effort: str | None = None, vision: bool = True
+) -> dict[str, Any]:
     """The JSON body of a streaming `/api/chat` request."""
-    messages = convert_messages(request.messages)
+    messages = convert_messages(request.messages, vision=vision)
     system = system_text(request.system)
     if system:
         messages.insert(0, {"role": "system", "content": system})
     body: dict[str, Any] = {"model": model, "messages": messages, "stream": True}
+    think = think_value(model, reasoning_effort)
+    if think is not None:
+        body["think"] = think
     tools = offered_tools(request.tools, request.tool_choice)
     if tools:
         body["tools"] = convert_tools(tools)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from soong_agent.adapters.providers.base import (
     SCAN_MAX,
+    HttpProviderArgs,
     HttpStreamProvider,
     misshapen,
     parse,
@@ -15,7 +16,9 @@ from soong_agent.adapters.providers.http_errors import ErrorContext, error_from_
 from soong_agent.adapters.providers.openai_wire import (
     FINISH_REASONS,
     ToolCalls,
+    accepts_cache_key,
     build_body,
+    echoes_reasoning,
     parse_usage,
 )
 from soong_agent.adapters.providers.payloads import ShapeError
@@ -34,15 +37,43 @@ _DONE = "[DONE]"
 
 
 class OpenAIChatProvider(HttpStreamProvider):
-    """`ModelProvider` for OpenAI Chat Completions and compatible gateways."""
+    """`ModelProvider` for OpenAI Chat Completions and compatible gateways.
+
+    `reasoning_effort` (``low``, ``medium``, ``high``) is sent when given; `prompt_cache_key`
+    sends one key per conversation (None: to the endpoints known to take it); `vision` False
+    sends a line of text in place of each image. See `openai_wire` for what goes where.
+    """
 
     provider_name = "openai"
+
+    def __init__(
+        self,
+        *,
+        reasoning_effort: str | None = None,
+        prompt_cache_key: bool | None = None,
+        vision: bool = True,
+        **args: Unpack[HttpProviderArgs],
+    ) -> None:
+        super().__init__(**args)
+        self._effort = reasoning_effort
+        self._cache_key = (
+            accepts_cache_key(self._base_url) if prompt_cache_key is None else prompt_cache_key
+        )
+        self._vision = vision
+        self._echo = echoes_reasoning(self._model, self._base_url)
 
     def _endpoint(self) -> str:
         return "/chat/completions"
 
     def _body(self, request: ModelRequest) -> dict[str, Any]:
-        return build_body(self._model, request)
+        return build_body(
+            self._model,
+            request,
+            reasoning_effort=self._effort,
+            prompt_cache_key=self._cache_key,
+            vision=self._vision,
+            echo_reasoning=self._echo,
+        )
 
     def _parser(self, ctx: ErrorContext, out: list[StreamEvent]) -> ChunkParser:
         return ChunkParser(ctx, out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,9 +29,10 @@ from soong_agent.ports.events import (
     MemoryRecalled,
 )
 from soong_agent.ports.filesystem import FileSystem
-from soong_agent.ports.messages import Message
+from soong_agent.ports.messages import ImageBlock, Message, PromptWithImages
 from soong_agent.ports.model import ToolChoice
 from soong_agent.ports.storage import SessionInfo
+from soong_agent.ports.text import safe_text
 
 if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
     from soong_agent.application.memory.consolidation import MemoryConsolidation
@@ -169,6 +170,7 @@ class RunService:
         plan_mode: bool = False,
         agent: str | None = None,
         orchestrator: bool = False,
+        images: Sequence[ImageBlock] = (),
     ) -> Run:
         """Begin a run in the background and return its handle.
 
@@ -179,9 +181,12 @@ class RunService:
         plan mode (PLAN-2); a resumed session is in the mode its last run left it in.
         `orchestrator` gives the run `dispatch_worker` over the declared worker pools (AGT-4;
         a UsageError without a usable pool); a session that dispatched work resumes so.
+        `images` go into the user message, before its text (PROV-7; checked by the caller).
         """
         if not message.strip():
             raise UsageError("the message is empty; say what the agent should do")
+        if images:
+            message = PromptWithImages(safe_text(message), images)
         if from_message is not None and session_id is None:
             raise UsageError("from_message needs the session_id of the session to branch")
         ports, starter = self._assembler.ports, self.starter

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from soong_agent.ports.approval import PermissionClass
 from soong_agent.ports.filesystem import FileSystem
+from soong_agent.ports.messages import ImageBlock
 from soong_agent.ports.model import ToolSpec
 from soong_agent.ports.ossandbox import SandboxDenial
 from soong_agent.ports.streaming import Usage
@@ -41,6 +42,9 @@ class ToolOutput:
     events: tuple[tuple[type[Any], Mapping[str, Any]], ...] = ()
     """Run events the call gives rise to (an event class and its fields, e.g. a memory the
     policy refused); the pipeline records them before the call's result."""
+    images: tuple[ImageBlock, ...] = ()
+    """Images shown to the model with the text (read_file on an image, PROV-7): the result
+    block carries them."""
 
 
 class ChildLauncher(Protocol):

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import difflib
+import functools
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import AliasChoices, Field, field_validator
 
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, no_nul
+from soong_agent.domain.images import FORMATS, looks_like_image, sniff_image
 from soong_agent.domain.permissions import directory_scope
+from soong_agent.ports.messages import ImageBlock
 
 READ_MAX_BYTES = 256 * 1024
 
@@ -30,7 +35,55 @@ class ReadFileArgs(ToolArgs):
     )
 
 
-async def read_file(args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
+@dataclass(frozen=True, slots=True)
+class ImageReading:
+    """How `read_file` treats a PNG, JPEG, GIF or WebP file (PROV-7): as an image shown to
+    the model when the run's model profile takes images (`vision`, from `[model] vision` or
+    the model's name), up to `max_bytes` (`tools.max_image_bytes`)."""
+
+    vision: bool
+    max_bytes: int
+
+
+async def read_image(
+    args: ReadFileArgs, ctx: ToolContext, images: ImageReading
+) -> ToolOutput | None:
+    """The result of reading an image file; None when the file is not one (by its bytes).
+    Nothing here makes an image smaller (no image library is a dependency): one over the cap
+    is refused with its size."""
+    head = await ctx.fs.read_bytes(args.path, max_bytes=16)
+    media_type = sniff_image(head)
+    if media_type is None:
+        return None
+    shown = ctx.fs.display_path(args.path)
+    size = await ctx.fs.file_size(args.path)
+    if not images.vision:
+        return ToolOutput(
+            f"{shown} is an image ({media_type}, {size} bytes), and this model profile is not "
+            "shown images (model.vision = false): it cannot be read. Set [model] vision = true "
+            "if the model takes images.",
+            is_error=True,
+        )
+    if size > images.max_bytes:
+        return ToolOutput(
+            f"{shown} is an image of {size} bytes, more than the {images.max_bytes} bytes "
+            "(tools.max_image_bytes) an image may have to be shown; it is not shown.",
+            is_error=True,
+        )
+    data = await ctx.fs.read_bytes(args.path, max_bytes=images.max_bytes + 1)
+    if len(data) > images.max_bytes:  # it grew since its size was read
+        return ToolOutput(f"{shown} changed while it was read; read it again.", is_error=True)
+    image = ImageBlock(media_type=media_type, data=data, source=shown)
+    return ToolOutput(f"{shown}: {media_type} image, {len(data)} bytes.", images=(image,))
+
+
+async def read_file(
+    args: ReadFileArgs, ctx: ToolContext, images: ImageReading | None = None
+) -> ToolOutput:
+    if images is not None and looks_like_image(args.path):
+        image = await read_image(args, ctx, images)
+        if image is not None:
+            return image
     shown = ctx.fs.display_path(args.path)
     size = await ctx.fs.file_size(args.path)
     whole = args.offset == 1 and args.limit == READ_DEFAULT_LINES
@@ -279,15 +332,28 @@ async def _preview_edit(args: EditFileArgs, ctx: ToolContext) -> str:
     return unified_diff(before, after, shown)
 
 
-def file_tools() -> list[Tool]:
-    """The built-in file tools."""
+@functools.cache
+def _reader(images: ImageReading | None) -> Callable[[Any, ToolContext], Awaitable[ToolOutput]]:
+    """read_file's handler with `images` (one per setting: the tools of runtimes with the same
+    setting are the same)."""
+
+    async def handler(args: ReadFileArgs, ctx: ToolContext) -> ToolOutput:
+        return await read_file(args, ctx, images)
+
+    return handler
+
+
+def file_tools(*, images: ImageReading | None = None) -> list[Tool]:
+    """The built-in file tools; with `images`, read_file shows image files to the model (see
+    `ImageReading`; without it, an image reads as a binary file)."""
+    what = (
+        f"Read a text file with line numbers; use offset/limit for parts of big files. A "
+        f"{FORMATS} image is shown to you as the image."
+        if images is not None and images.vision
+        else "Read a text file with line numbers; use offset/limit for parts of big files."
+    )
     return [
-        Tool(
-            "read_file",
-            "Read a text file with line numbers; use offset/limit for parts of big files.",
-            ReadFileArgs,
-            read_file,
-        ),
+        Tool("read_file", what, ReadFileArgs, _reader(images)),
         Tool("list_dir", "List a folder of the project.", ListDirArgs, list_dir),
         Tool("glob", "Find files by glob pattern ('**' crosses folders).", GlobArgs, glob_files),
         Tool("grep", "Search file contents with a regular expression.", GrepArgs, grep),

@@ -28,6 +28,7 @@ from soong_agent.domain.config.tool_sections import (
 from soong_agent.ports.defaults import no_entries, no_items
 
 ProviderName = Literal["openai", "anthropic", "ollama"]
+ReasoningEffort = Literal["low", "medium", "high"]
 
 DEFAULT_BASE_URLS: dict[str, str] = {
     "openai": "https://api.openai.com/v1",
@@ -96,6 +97,10 @@ class ModelConfig(Section):
     """The longest the server may send nothing (before the answer or between its pieces)."""
     retry: RetryConfig = Field(default_factory=defaults(RetryConfig))
     thinking_budget_tokens: int | None = Field(default=None, ge=1024)
+    reasoning_effort: ReasoningEffort | None = None
+    """How hard a reasoning model thinks (PROV-7); unset: nothing is sent."""
+    vision: bool | None = None
+    """Whether the model is shown images; unset: decided by its name (`domain.images`)."""
     price: PriceConfig | None = None
 
     @property
@@ -123,6 +128,8 @@ class ModelOverride(Section):
     idle_timeout_ms: int | None = Field(default=None, gt=0)
     retry: RetryConfig | None = None
     thinking_budget_tokens: int | None = Field(default=None, ge=1024)
+    reasoning_effort: ReasoningEffort | None = None
+    vision: bool | None = None
     price: PriceConfig | None = None
 
 

@@ -124,6 +124,8 @@ class ToolsConfig(Section):
     """How many `run_command(background=true)` commands may run at once (BG-1); 0: none."""
     max_result_chars: int = Field(default=30_000, gt=0)
     fetch_max_bytes: int = Field(default=2_000_000, gt=0)
+    max_image_bytes: int = Field(default=5_242_880, gt=0)
+    """The largest image `read_file` or an attachment shows a model (5 MiB, Anthropic's cap)."""
     network: NetworkConfig = Field(default_factory=defaults(NetworkConfig))
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
     mcp: McpToolsConfig = Field(default_factory=defaults(McpToolsConfig))

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import httpx
 
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.application.tools.files import ImageReading
     from soong_agent.domain.config.resolve import ResolvedProfile
 
 
@@ -92,6 +93,7 @@ def model_provider(
             '(e.g. name = "gpt-4o"), found nothing'
         )
     from soong_agent.adapters.providers.retry import RetryPolicy
+    from soong_agent.domain.images import accepts_images
 
     common: dict[str, Any] = {
         "client": client,
@@ -101,6 +103,8 @@ def model_provider(
         "retry": RetryPolicy.from_config(model.retry),
         "timeout_s": model.timeout_ms / 1000,
         "idle_timeout_s": model.idle_timeout_ms / 1000,
+        "reasoning_effort": model.reasoning_effort,
+        "vision": accepts_images(model.name, model.vision),
     }
     if model.provider == "openai":
         from soong_agent.adapters.providers.openai_chat import OpenAIChatProvider
@@ -117,6 +121,19 @@ def model_provider(
     from soong_agent.adapters.providers.ollama_chat import OllamaChatProvider
 
     return OllamaChatProvider(**common)
+
+
+def image_reading(loaded: LoadedConfig) -> ImageReading:
+    """How read_file treats image files (PROV-7): shown when the main model profile takes
+    images (`[model] vision`, else by its name), up to `tools.max_image_bytes`."""
+    from soong_agent.application.tools.files import ImageReading
+    from soong_agent.domain.images import accepts_images
+
+    model = main_profile(loaded).model
+    return ImageReading(
+        vision=accepts_images(model.name, model.vision),
+        max_bytes=loaded.config.tools.max_image_bytes,
+    )
 
 
 def purpose_profile(loaded: LoadedConfig, purpose: str) -> ResolvedProfile:
