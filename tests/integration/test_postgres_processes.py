@@ -56,7 +56,7 @@ def killed_at_end() -> Iterator[list[subprocess.Popen[str]]]:
     for proc in procs:
         if proc.poll() is None:
             proc.kill()
-            proc.communicate()
+        proc.communicate()  # its pipes closed too
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
