@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -240,3 +241,45 @@ async def test_the_sdk_runtime_kills_its_background_commands_when_it_closes(
     finally:
         await runtime.aclose()
     assert gone(mark), f"left running: {holding(mark)}"
+
+
+class _CancelledOnTheWayBack:
+    """A sandbox that spawns the command, then its caller is cancelled before it gets the
+    process back (as can happen across the Landlock spawner's thread)."""
+
+    mechanism = "none"
+    unsandboxed = True
+
+    def __init__(self, mark: str) -> None:
+        self.mark = mark
+
+    async def run(self, argv: Any, policy: Any, start: Any) -> Any:
+        await start(list(argv))
+        for _ in range(500):  # the command really runs before the cancellation
+            if len(holding(self.mark)) == 2:
+                break
+            await asyncio.sleep(0.02)
+        raise asyncio.CancelledError
+
+    def denials(self, output: str, policy: Any, cwd: str) -> tuple[()]:
+        return ()
+
+
+async def test_a_start_cancelled_after_the_spawn_leaves_no_process(tmp_path: Path) -> None:
+    from soong_agent.ports.ossandbox import SandboxPolicy
+
+    mark = marker()
+    runner = SubprocessRunner(
+        sandbox=_CancelledOnTheWayBack(mark),  # type: ignore[arg-type]
+        policy=SandboxPolicy(project=str(tmp_path), write_roots=(str(tmp_path),)),
+    )
+    with pytest.raises(asyncio.CancelledError):
+        await runner.start(
+            [BASH, "-c", f"sleep {mark} & sleep {mark}; wait"],
+            cwd=str(tmp_path),
+            env=ENV,
+            timeout_s=60,
+            stdout_limit=100,
+            stderr_limit=100,
+        )
+    assert gone(mark, deadline_s=5), f"left running: {holding(mark)}"

@@ -184,13 +184,21 @@ class SubprocessRunner:
         if confined and policy is not None and policy.tmp_dir:
             env = {**env, "TMPDIR": policy.tmp_dir}
 
-        async def spawn(final: Sequence[str]) -> subprocess.Popen[bytes]:
-            return _popen(final, cwd, env)
+        spawned: list[subprocess.Popen[bytes]] = []
 
-        if sandbox is None or policy is None:
-            popen = await spawn(argv)
-        else:
-            popen = await sandbox.run(argv, policy, spawn)
+        async def spawn(final: Sequence[str]) -> subprocess.Popen[bytes]:
+            spawned.append(_popen(final, cwd, env))
+            return spawned[-1]
+
+        try:
+            if sandbox is None or policy is None:
+                popen = await spawn(argv)
+            else:
+                popen = await sandbox.run(argv, policy, spawn)
+        except BaseException:  # cancelled on the way back from the sandbox's thread
+            for orphan in spawned:
+                signal_group(orphan.pid, signal.SIGKILL)
+            raise
         process = SubprocessBackground(
             popen,
             loop=asyncio.get_running_loop(),
