@@ -11,8 +11,9 @@ What a request carries besides the conversation (PROV-7):
   `max_completion_tokens`, which OpenAI's reasoning models require in place of `max_tokens`);
   the thinking read from `reasoning_content` / `reasoning` is not part of the Chat Completions
   input (OpenAI does not define it; strict gateways refuse it), except for the servers whose
-  documentation requires it back (`echoes_reasoning`: DeepSeek and Kimi K2 want the
-  `reasoning_content` of every assistant turn that made tool calls);
+  documentation requires it back (`echoes_reasoning`: DeepSeek and Kimi K2 refuse a request
+  whose tool-call turns lack their `reasoning_content`; it goes with every assistant turn that
+  has thinking, as DeepSeek ignores it where it does not need it);
 - caching: the prefix (system prompt, tools, earlier messages) is built the same, byte for
   byte, from the same history, and `prompt_cache_key` (one key per conversation) goes to the
   endpoints known to take it (`accepts_cache_key`).
@@ -92,8 +93,7 @@ def convert_messages(
     messages: Sequence[Message], *, vision: bool = True, echo_reasoning: bool = False
 ) -> list[dict[str, Any]]:
     """Neutral messages to Chat Completions messages: thinking is dropped (sent back as
-    `reasoning_content` on tool-call turns with `echo_reasoning`), images as the module doc
-    says."""
+    `reasoning_content` with `echo_reasoning`), images as the module doc says."""
     out: list[dict[str, Any]] = []
     shown: list[dict[str, Any]] = []  # images of tool results, for the user message after them
     for message in messages:
@@ -123,10 +123,10 @@ def convert_messages(
             wire: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 wire["tool_calls"] = calls
-                if echo_reasoning:
-                    reasoning = _reasoning(message)
-                    if reasoning:
-                        wire["reasoning_content"] = reasoning
+            if echo_reasoning:
+                reasoning = _reasoning(message)
+                if reasoning:
+                    wire["reasoning_content"] = reasoning
             out.append(wire)
         else:
             # Tool results in a user message would be malformed here; send them as tool messages.
