@@ -123,6 +123,35 @@ def test_background_output_is_read_in_a_later_turn_and_nothing_is_left_after_exi
     assert CANARY not in shown.stdout
 
 
+def test_in_chat_a_background_command_goes_on_between_messages_and_ends_with_the_chat(
+    world: CliWorld,
+) -> None:
+    configure(world, "auto")
+    mark = marker()
+    world.server.enqueue(
+        call(
+            "c1",
+            "run_command",
+            command=f"echo ready; touch printed; sleep {mark}",
+            background=True,
+        ),
+        text_response("started"),
+        # the next message of the chat, a later run of the session
+        call("c2", "run_command", command="while [ ! -e printed ]; do sleep 0.02; done"),
+        call("c3", "command_output", id="bg-1"),
+        text_response("it printed ready"),
+    )
+    result = world.run("chat", input="start the server\nwhat did it print?\n/exit\n", timeout=120)
+    assert result.returncode == 0, result.stderr
+    later = world.server.requests[4]
+    users = [m["content"] for m in later.json["messages"] if m["role"] == "user"]
+    assert users == ["start the server", "what did it print?"]  # one session, two messages
+    output = tool_messages(later)[-1]
+    assert output.startswith("bg-1 is running: echo ready"), output
+    assert "--- stdout ---\nready" in output
+    assert wait_for(lambda: not holding(mark)), f"left running: {holding(mark)}"
+
+
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("ending", ["ctrl-c", "sigkill"])
 def test_no_background_process_outlives_the_cli(world: CliWorld, sandbox: str, ending: str) -> None:
