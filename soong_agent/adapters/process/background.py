@@ -191,9 +191,9 @@ class SubprocessBackground:
         return self._sandbox
 
     def read(self) -> BackgroundOutput:
+        state = self.state  # first: what it wrote before an exit seen here is in the pipes now
         for fd in list(self._pipes):
             self._drain(fd, DRAIN_CHUNKS)
-        state = self.state
         final = not self._pipes
         stdout, out_dropped = self._unread[self._out].take(final)
         stderr, err_dropped = self._unread[self._err].take(final)
