@@ -19,6 +19,7 @@ the real adapter (tests/contract):
     Worktrees       InMemoryWorktrees
     Mailbox         InMemoryMailbox
     BackgroundProcess  ScriptedBackground (what ScriptedProcessRunner.start returns)
+    WorkTreeSnapshots  InMemorySnapshots (over an InMemoryFileSystem)
 
 Example:
     model = ScriptedModel([
@@ -61,6 +62,7 @@ from soong_agent.adapters.inmemory.scripted_model import ScriptedModel, Scripted
 from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
 from soong_agent.adapters.inmemory.shell import SimpleShellAnalyzer
 from soong_agent.adapters.inmemory.skills import InMemorySkillSource
+from soong_agent.adapters.inmemory.snapshots import InMemorySnapshots
 from soong_agent.adapters.inmemory.tasks import InMemoryTaskLog
 from soong_agent.adapters.inmemory.tokens import ApproxTokenCounter
 from soong_agent.adapters.inmemory.web import ScriptedPage, ScriptedWebFetcher
@@ -79,6 +81,7 @@ __all__ = [
     "InMemoryMemoryStore",
     "InMemorySessionStore",
     "InMemorySkillSource",
+    "InMemorySnapshots",
     "InMemoryTaskLog",
     "InMemoryWorktrees",
     "McpCall",

@@ -64,6 +64,12 @@ def _secrets() -> object:
     return EnvSecretSource()
 
 
+def _snapshots() -> object:
+    from soong_agent.adapters.worktrees.snapshots import GitSnapshots
+
+    return GitSnapshots()
+
+
 def _plan_modes() -> Any:
     from soong_agent.application.permissions.plan_mode import PlanModes
 
@@ -119,6 +125,7 @@ class Adapters(containers.DeclarativeContainer):
     task_log = providers.Singleton(factories.task_log, loaded)
     mailbox = providers.Singleton(factories.mailbox, loaded)
     worktrees = providers.Singleton(factories.worktrees, loaded)
+    snapshots = providers.Singleton(_snapshots)
     recall_profile = providers.Singleton(factories.purpose_profile, loaded, "memory_recall")
     recall_provider = providers.Singleton(
         factories.purpose_provider,
@@ -182,6 +189,7 @@ class Services(containers.DeclarativeContainer):
         mcp=adapters.mcp_hub,
         skills=providers.Callable(_skills_of, adapters.knowledge),
         plan_modes=plan_modes,
+        snapshots=adapters.snapshots,
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import
     # must stay cheap; what is needed at run time is imported where it is used
     from soong_agent.adapters.approvals.callback import ApprovalCallback
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.application.checkpoints.rewind import RewindReport
     from soong_agent.application.runs.handle import Run, RunResult
     from soong_agent.application.tools.base import Tool
     from soong_agent.application.tools.function import FunctionTool
@@ -313,6 +314,41 @@ class AgentRuntime:
         self._check_open()
         store: SessionStore = self._container.adapters.session_store()
         return await store.list_runs(session_id)
+
+    async def rewind(
+        self,
+        session_id: str,
+        *,
+        to: str,
+        files: bool = True,
+        conversation: bool = True,
+        force: bool = False,
+    ) -> RewindReport:
+        """Rewind a session to before its user message `to` (RWD-1).
+
+        With `files`, every file the agent's calls changed since that message (file tools,
+        Python tools with a path target, and, in a git work tree, commands) is put back as it
+        was (a file created since is removed), through the sandbox: nothing outside the project
+        is written. With `conversation`, the session's next run continues from before that
+        message; the messages after it stay stored as another branch.
+
+        A file changed outside the agent since it last left it is not overwritten unless
+        `force`: the rewind is then refused, nothing is changed, and the report's
+        `changed_outside` names the files (`report.refused`). What cannot be restored is in the
+        report's `not_restored`, with why.
+
+        Raises:
+            UsageError: `to` is not a user message of the session, the session has a run in
+                progress or belongs to another project, or neither `files` nor `conversation`.
+            SessionNotFound: no such session.
+        """
+        from soong_agent.entrypoints.rewinding import rewind_service
+
+        self._check_open()
+        service = rewind_service(self._container.adapters)
+        return await service.rewind(
+            session_id, to=to, files=files, conversation=conversation, force=force
+        )
 
     def _check_open(self) -> None:
         if self._closed:

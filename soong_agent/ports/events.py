@@ -1,8 +1,9 @@
 """Run events (LOOP-3): what a run reports, persisted in order with a per-run sequence number.
 
 The events of the run, its model calls, tools and context live here; those of agents
-(`agent_events`) and of what extends a run (`extension_events`) have modules of their own, and
-are imported from here like the rest. `RunEvent` is the union of them all.
+(`agent_events`), of what extends a run (`extension_events`) and of checkpoints and rewinds
+(`checkpoint_events`) have modules of their own, and are imported from here like the rest.
+`RunEvent` is the union of them all.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from soong_agent.ports.agent_events import (
     TeamChanged,
 )
 from soong_agent.ports.approval import Decision
+from soong_agent.ports.checkpoint_events import (
+    FileChanged,
+    FileCheckpoint,
+    SessionRewound,
+    WorkTreeSnapshot,
+)
 from soong_agent.ports.defaults import no_items
 from soong_agent.ports.event_base import EventBase, RunStatus, no_usage
 from soong_agent.ports.extension_events import (
@@ -249,6 +256,10 @@ RunEvent = Annotated[
     | ChildStarted
     | ChildFinished
     | TeamChanged
+    | FileCheckpoint
+    | FileChanged
+    | WorkTreeSnapshot
+    | SessionRewound
     | ErrorEvent
     | UsageEvent
     | RunFinished,
@@ -293,6 +304,8 @@ __all__ = [
     "ErrorEvent",
     "EventBase",
     "EventSink",
+    "FileChanged",
+    "FileCheckpoint",
     "HookFailed",
     "HookRan",
     "InstructionsLoaded",
@@ -311,6 +324,7 @@ __all__ = [
     "RunStarted",
     "RunStatus",
     "SandboxDenied",
+    "SessionRewound",
     "StuckDetected",
     "TeamChanged",
     "TextDeltaEvent",
@@ -318,4 +332,5 @@ __all__ = [
     "ToolCallRequested",
     "ToolResultEvent",
     "UsageEvent",
+    "WorkTreeSnapshot",
 ]

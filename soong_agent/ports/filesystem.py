@@ -136,6 +136,16 @@ class FileSystem(Protocol):
         """Create or replace a file (parent folders are created)."""
         ...
 
+    async def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or replace a file with exactly `data` (parent folders are created): the
+        checks of `write_text`. Used by a rewind to put a file's earlier bytes back."""
+        ...
+
+    async def remove_file(self, path: str) -> None:
+        """Remove the file at `path` (never a folder): the checks of a write; FileNotFoundError
+        when there is none. Used by a rewind to remove a file created since."""
+        ...
+
     async def exists(self, path: str) -> bool:
         """Whether something exists at `path`."""
         ...

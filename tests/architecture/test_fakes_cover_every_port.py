@@ -46,6 +46,7 @@ from soong_agent.adapters.tasks import FileTaskLog
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
 from soong_agent.adapters.web.fetcher import HttpxWebFetcher
 from soong_agent.adapters.worktrees import GitWorktrees
+from soong_agent.adapters.worktrees.snapshots import GitSnapshots
 from soong_agent.application.runs.handle import Run
 
 CONTRACTS = Path(__file__).parents[1] / "contract"
@@ -123,6 +124,9 @@ PORTS: dict[str, Coverage] = {
     ),
     "Mailbox": Coverage(testing.InMemoryMailbox, (FileMailbox,), "test_mailbox_contract.py"),
     "Worktrees": Coverage(testing.InMemoryWorktrees, (GitWorktrees,), "test_worktree_contract.py"),
+    "WorkTreeSnapshots": Coverage(
+        testing.InMemorySnapshots, (GitSnapshots,), "test_snapshots_contract.py"
+    ),
 }
 
 

@@ -233,6 +233,9 @@ class InMemoryFileSystem:
         return len(await self.read_bytes(path))
 
     async def write_text(self, path: str, text: str) -> None:
+        await self.write_bytes(path, text.encode("utf-8"))
+
+    async def write_bytes(self, path: str, data: bytes) -> None:
         absolute = self.check_write(path)
         display = self.display_path(path)
         if self._is_dir(absolute):
@@ -242,7 +245,15 @@ class InMemoryFileSystem:
             if self._is_file(parent):
                 raise _error(NotADirectoryError, errno.ENOTDIR, display)
             parent = posixpath.dirname(parent)
-        self.files[self._key(absolute)] = text.encode("utf-8")
+        self.files[self._key(absolute)] = bytes(data)
+
+    async def remove_file(self, path: str) -> None:
+        absolute = self.check_write(path)
+        display = self.display_path(path)
+        if self._is_dir(absolute):
+            raise _error(IsADirectoryError, errno.EISDIR, display)
+        if self.files.pop(self._key(absolute), None) is None:
+            raise _error(FileNotFoundError, errno.ENOENT, display)
 
     async def exists(self, path: str) -> bool:
         absolute = self._check_access(path)

@@ -77,12 +77,18 @@ def file_size(policy: PathPolicy, path: str) -> int:
 
 def write_text(policy: PathPolicy, path: str, text: str) -> None:
     """Replace the file at `path` atomically with `text` (UTF-8), checked by `policy`."""
-    display = policy.display(path)
-    resolved, root = policy.check_write(path)
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
+        display = policy.display(path)
         raise ToolInputError(f"the text for {display!r} is not valid UTF-8: {exc}") from None
+    write_bytes(policy, path, data)
+
+
+def write_bytes(policy: PathPolicy, path: str, data: bytes) -> None:
+    """Replace the file at `path` atomically with exactly `data`, checked by `policy`."""
+    display = policy.display(path)
+    resolved, root = policy.check_write(path)
     parts = relative_parts(resolved, root)
     if not parts:
         raise os_error(IsADirectoryError, errno.EISDIR, display)
@@ -97,6 +103,31 @@ def write_text(policy: PathPolicy, path: str, text: str) -> None:
     try:
         mode = _old_mode(root, parts, dir_fd, display)
         atomic_write.replace_file(dir_fd, parts[-1], data, mode=mode)
+    except OSError as exc:
+        raise with_display(exc, display) from None
+    finally:
+        os.close(dir_fd)
+
+
+def remove_file(policy: PathPolicy, path: str) -> None:
+    """Remove the file at `path`, checked by `policy` as a write (symlinks followed as a write
+    follows them, within the write roots): its folder is opened beneath the write root without
+    following a symlink swapped in since the check, and a folder is refused."""
+    display = policy.display(path)
+    resolved, root = policy.check_write(path)
+    parts = relative_parts(resolved, root)
+    if not parts:
+        raise os_error(IsADirectoryError, errno.EISDIR, display)
+    try:
+        dir_fd = safe_io.open_beneath(root, [*parts[:-1], "."], safe_io.DIR_FLAGS, display=display)
+    except OSError as exc:
+        raise with_display(exc, display) from None
+    try:
+        st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            raise os_error(IsADirectoryError, errno.EISDIR, display)
+        os.unlink(parts[-1], dir_fd=dir_fd)
+        os.fsync(dir_fd)
     except OSError as exc:
         raise with_display(exc, display) from None
     finally:

@@ -232,6 +232,14 @@ class LocalFileSystem:
         """Create or replace a UTF-8 text file; missing parent folders are created."""
         file_ops.write_text(self._policy, path, text)
 
+    async def write_bytes(self, path: str, data: bytes) -> None:
+        """Create or replace a file with exactly `data`; missing parent folders are created."""
+        file_ops.write_bytes(self._policy, path, data)
+
+    async def remove_file(self, path: str) -> None:
+        """Remove a file, checked as a write; a folder is refused."""
+        file_ops.remove_file(self._policy, path)
+
     async def exists(self, path: str) -> bool:
         """Whether something exists at `path` (which must be readable or writable)."""
         resolved = self._policy.check_access(path)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from soong_agent.application.checkpoints.keeper import TurnCheckpoints
 from soong_agent.application.context.compaction_requests import CompactionRequests
 from soong_agent.application.context.instructions import FolderInstructions
 from soong_agent.application.context.window import ContextWindow
@@ -325,6 +326,7 @@ class RunAssembler:
     ) -> ToolPipeline:
         """How the run's tool calls are checked (the permission gate) and run."""
         ports, policies = self.ports, self.policies
+        artifacts = redacting_artifacts(ports.artifacts, ports.redactor)
         return ToolPipeline(
             registry=tools,
             gate=PermissionGate(
@@ -336,9 +338,14 @@ class RunAssembler:
                 plan_mode=ports.plan_modes,
             ),
             clock=ports.clock,
-            artifacts=redacting_artifacts(ports.artifacts, ports.redactor),
+            artifacts=artifacts,
             max_result_chars=policies.max_result_chars,
             hooks=hooks,
+            checkpoints=(  # RWD-1: what each turn changes is kept with the session
+                TurnCheckpoints(artifacts=artifacts, snapshots=ports.snapshots)
+                if artifacts is not None
+                else None
+            ),
         )
 
     def _recorder(

@@ -30,6 +30,7 @@ from soong_agent.ports.prompt import ContextSource
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.shell import ShellAnalyzer
 from soong_agent.ports.skills import SkillSource
+from soong_agent.ports.snapshots import WorkTreeSnapshots
 from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
 
@@ -62,6 +63,9 @@ class RunPorts:
     """Which sessions are in plan mode (PLAN-2): the gate then allows only reading and plans."""
     skills: SkillSource | None = None
     """The home's skills (SKILL-1): their catalogue joins the prompt of runs with load_skill."""
+    snapshots: WorkTreeSnapshots | None = None
+    """Snapshots of the git work tree around commands (RWD-1); None: commands' changes are
+    not kept (a rewind lists them as not restorable)."""
 
 
 @dataclass(frozen=True, slots=True)

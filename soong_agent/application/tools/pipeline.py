@@ -9,6 +9,7 @@ from typing import Any, NamedTuple, assert_never
 
 from pydantic import BaseModel, ValidationError
 
+from soong_agent.application.checkpoints.keeper import TurnCheckpoints
 from soong_agent.application.hooks import TASK_HOOKS, RunHooks
 from soong_agent.application.permissions.gate import PermissionGate
 from soong_agent.application.runs.recorder import RunRecorder
@@ -76,8 +77,10 @@ class ToolPipeline:
         artifacts: ArtifactStore | None = None,
         max_result_chars: int = RESULT_MAX_CHARS,
         hooks: RunHooks | None = None,
+        checkpoints: TurnCheckpoints | None = None,
     ) -> None:
         self._hooks = hooks
+        self._checkpoints = checkpoints
         self._registry = registry
         self._gate = gate
         self._clock = clock
@@ -293,7 +296,7 @@ class ToolPipeline:
                     return denied, False
                 case "allow_once" | "allow_for_session":
                     ran = True
-                    return await tool.handler(args, _for_call(ctx, call.id)), True
+                    return await self._run(tool, args, _for_call(ctx, call.id), rec), True
                 case _:
                     assert_never(decision)
         except SoongAgentError as exc:
@@ -319,6 +322,26 @@ class ToolPipeline:
             return ToolOutput(f"{type(exc).__name__}: {exc}", is_error=True), ran
         except Exception as exc:  # a tool's bug must not end the run; the model and events learn it
             return self._crashed(tool, exc, rec), ran
+
+    async def _run(
+        self, tool: Tool, args: BaseModel, ctx: ToolContext, rec: RunRecorder
+    ) -> ToolOutput:
+        """The permitted call run, what it may change kept before it runs (RWD-1)."""
+        keeper = self._checkpoints
+        pending = await keeper.before(tool, args, ctx, rec) if keeper is not None else None
+        if not pending:
+            return await tool.handler(args, ctx)
+        assert keeper is not None
+        try:
+            output = await tool.handler(args, ctx)
+        except asyncio.CancelledError:
+            await keeper.after(pending, ctx, rec, cancelled=True)
+            raise
+        except BaseException:
+            await keeper.after(pending, ctx, rec, cancelled=False)
+            raise
+        await keeper.after(pending, ctx, rec, cancelled=False)
+        return output
 
     @staticmethod
     def _crashed(tool: Tool, exc: Exception, rec: RunRecorder) -> ToolOutput:

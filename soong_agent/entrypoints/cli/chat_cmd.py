@@ -1,13 +1,11 @@
-"""`soong-agent chat`: an interactive session (issue 18 item 3).
+"""`soong-agent chat`: an interactive session (issue 18 item 3, CLI-4).
 
-Each line typed is a run of the same session (the first one starts it, or `--session-id`
-resumes one). Line editing and history come from the standard library's `readline` (history
-kept in `${SOONG_AGENT_HOME}/chat_history`). Slash commands: `/compact` (compact the context
-before the next message), `/cost` (tokens and cost of the session so far), `/sessions`,
-`/branch MESSAGE_ID` (the next message starts a new branch from that earlier user message),
-`/help`, `/exit`. Ctrl-C during a run cancels the run and keeps the session open; Ctrl-C at the
-prompt, a second one during a run, or Ctrl-D leaves. Approvals are asked inline, on the
-terminal, as in `run`.
+Each line typed is a run of the same session (the first one starts it, `--session-id` resumes
+one, `-c/--continue` the project's latest). Line editing and history come from the standard
+library's `readline` (history kept in `${SOONG_AGENT_HOME}/chat_history`). The slash commands
+are in `chat_commands` (`/help` lists them). Ctrl-C during a run cancels the run and keeps the
+session open; Ctrl-C at the prompt, a second one during a run, or Ctrl-D leaves. Approvals are
+asked inline, on the terminal, as in `run`.
 """
 
 from __future__ import annotations
@@ -16,42 +14,21 @@ import asyncio
 import contextlib
 import signal
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from soong_agent.entrypoints.cli.chat_commands import Chat, ChatState, handle
 from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
+from soong_agent.entrypoints.cli.overrides import Overrides
 from soong_agent.entrypoints.cli.render import Renderer
 from soong_agent.ports.errors import SoongAgentError
 
 if TYPE_CHECKING:
     from soong_agent.application.runs.handle import Run
-    from soong_agent.application.runs.service import RunService
-    from soong_agent.ports.storage import SessionStore
 
-HELP = """\
-/compact            compact the context before the next message
-/cost               tokens and cost of this session so far
-/sessions           the most recent sessions
-/branch MESSAGE_ID  send the next message as a new branch from that earlier user message
-/help               this list
-/exit               leave (Ctrl-D too); Ctrl-C cancels a running answer
-"""
 PROMPT = "› "
 
 
-@dataclass
-class ChatState:
-    """What the conversation carries from one message to the next."""
-
-    session_id: str | None = None
-    agent: str | None = None
-    branch_from: str | None = None
-    compact_next: bool = False
-    interrupted: int = 0
-    spent: dict[str, float] = field(default_factory=dict)
-
-
-def _read_line(prompt: str) -> str | None:
+def read_line(prompt: str) -> str | None:
     """One line from the user; None at end of input (Ctrl-D); KeyboardInterrupt on Ctrl-C.
 
     Read on the event loop's thread on purpose: between runs nothing of the session needs the
@@ -84,30 +61,16 @@ def _save_history(readline: object, path: str) -> None:
         sys.stderr.write(f"soong-agent: warning: chat history not saved: {exc}\n")
 
 
-async def _cost(store: SessionStore, session_id: str | None) -> str:
-    from soong_agent.entrypoints.cli.sessions_cmd import _run_totals
-
-    if session_id is None:
-        return "nothing sent yet"
-    runs = await store.list_runs(session_id)
-    totals = [_run_totals(await store.run_events(r.id)) for r in runs]
-    shown = "; ".join(t.lstrip(", ") for t in totals if t) or "no usage reported"
-    return f"{len(runs)} run(s): {shown}"
-
-
-async def _sessions(store: SessionStore) -> str:
-    found = await store.list_sessions(limit=10)
-    return "\n".join(f"{s.id}  {s.title[:60]}" for s in found) or "no sessions yet"
-
-
-async def _one_run(service: RunService, renderer: Renderer, message: str, state: ChatState) -> None:
-    run = await service.start(
+async def _one_run(chat: Chat, message: str) -> None:
+    state, renderer = chat.state, chat.renderer
+    run = await chat.runtime.service.start(
         message,
         session_id=state.session_id,
         from_message=state.branch_from,
         agent=state.agent if state.session_id is None else None,
     )
     state.branch_from = None
+    state.run_ids.append(run.run_id)
     pending: list[asyncio.Future[object]] = []
     if state.compact_next:  # compacted before the run's first model call
         state.compact_next = False
@@ -139,76 +102,74 @@ async def _one_run(service: RunService, renderer: Renderer, message: str, state:
         renderer.status(f"  ({result.status}: {renderer.clean(result.reason)})")
 
 
-async def _chat(path: str | None, session_id: str | None, agent: str | None = None) -> int:
-    from soong_agent.entrypoints.cli.approve_modes import approver_for
+async def _chat(
+    path: str | None,
+    session_id: str | None,
+    agent: str | None,
+    resume_latest: bool,
+    overrides: Overrides,
+) -> int:
+    from soong_agent.entrypoints.cli.chat_commands import ChatRuntime
     from soong_agent.entrypoints.cli.live_render import LiveRenderer, wants_live
-    from soong_agent.entrypoints.containers import CliContainer
     from soong_agent.entrypoints.sdk import load
+    from soong_agent.ports.errors import UsageError
 
-    loaded = load(path, None)
+    if resume_latest and session_id is not None:
+        raise UsageError("--continue resumes the latest session; --session-id names one: give one")
     renderer = LiveRenderer() if wants_live() else Renderer()
-    container = CliContainer(
-        loaded=loaded, approver=approver_for("ask", write=renderer.prompt, clean=renderer.clean)
-    )
-    state = ChatState(session_id=session_id, agent=agent)
-    _history(str(loaded.home / "chat_history"))
+    base = Overrides(permission_mode=overrides.permission_mode, max_turns=overrides.max_turns)
+    runtime = ChatRuntime(base.applied(load(path, None)), renderer, overrides.model)
+    chat = Chat(ChatState(session_id=session_id, agent=agent), runtime, renderer, read_line)
+    _history(str(runtime.loaded.home / "chat_history"))
     try:
-        service = container.services.run_service()
-        renderer.use_redactor(container.adapters.redactor())
-        store: SessionStore = container.adapters.session_store()
-        for warning in container.services.catalog().warnings:
+        if resume_latest:
+            from soong_agent.entrypoints.cli.overrides import latest_session
+
+            chat.state.session_id = await latest_session(runtime.store, str(runtime.loaded.project))
+            renderer.status(f"continuing session {chat.state.session_id}")
+        for warning in runtime.container.services.catalog().warnings:
             renderer.status(f"warning: {warning}")
         renderer.status("soong-agent chat: /help for commands, /exit or Ctrl-D to leave")
-        while True:
-            try:
-                text = _read_line(PROMPT)
-            except KeyboardInterrupt:
-                sys.stdout.write("\n")
-                return EXIT_OK
-            if text is None:
-                sys.stdout.write("\n")
-                return EXIT_OK
-            text = text.strip()
-            if not text:
-                continue
-            if text.startswith("/"):
-                command, _, arg = text.partition(" ")
-                match command:
-                    case "/exit" | "/quit":
-                        return EXIT_OK
-                    case "/help":
-                        sys.stdout.write(HELP)
-                    case "/compact":
-                        state.compact_next = True
-                        renderer.status("the context is compacted before the next message")
-                    case "/cost":
-                        renderer.status(await _cost(store, state.session_id))
-                    case "/sessions":
-                        renderer.status(await _sessions(store))
-                    case "/branch" if arg.strip():
-                        if state.session_id is None:
-                            renderer.status("no session yet: send a message first")
-                        else:
-                            state.branch_from = arg.strip()
-                            renderer.status(f"the next message branches from {arg.strip()}")
-                    case _:
-                        renderer.status(f"unknown command {command!r}; /help lists them")
-                continue
-            try:
-                await _one_run(service, renderer, text, state)
-            except SoongAgentError as exc:  # a mistake (a bad branch id…) must not end the chat
-                renderer.status(f"error: {renderer.clean(str(exc))}")
-                state.branch_from = None
+        return await _loop(chat)
     finally:
-        closables = container.adapters.closables()
-        while closables:
-            await closables.pop()()
+        await chat.runtime.close()
 
 
-def chat_command(*, path: str | None, session_id: str | None, agent: str | None = None) -> int:
+async def _loop(chat: Chat) -> int:
+    while True:
+        try:
+            text = chat.read(PROMPT)
+        except KeyboardInterrupt:
+            sys.stdout.write("\n")
+            return EXIT_OK
+        if text is None:
+            sys.stdout.write("\n")
+            return EXIT_OK
+        text = text.strip()
+        if not text:
+            continue
+        try:
+            if text.startswith("/"):
+                if not await handle(chat, text):
+                    return EXIT_OK
+                continue
+            await _one_run(chat, text)
+        except SoongAgentError as exc:  # a mistake (a bad branch id…) must not end the chat
+            chat.renderer.status(f"error: {chat.renderer.clean(str(exc))}")
+            chat.state.branch_from = None
+
+
+def chat_command(
+    *,
+    path: str | None,
+    session_id: str | None,
+    agent: str | None = None,
+    resume_latest: bool = False,
+    overrides: Overrides | None = None,
+) -> int:
     """`soong-agent chat`."""
 
     def go() -> int:
-        return asyncio.run(_chat(path, session_id, agent))
+        return asyncio.run(_chat(path, session_id, agent, resume_latest, overrides or Overrides()))
 
     return guarded(go)

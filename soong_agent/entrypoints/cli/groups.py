@@ -24,7 +24,7 @@ def _add(group: typer.Typer, *, name: str) -> None:
 
 
 sessions_app = typer.Typer(
-    help="List and show stored sessions.", no_args_is_help=True, rich_markup_mode=None
+    help="List, show and rewind stored sessions.", no_args_is_help=True, rich_markup_mode=None
 )
 config_app = typer.Typer(
     help="Check the configuration.", no_args_is_help=True, rich_markup_mode=None
@@ -89,6 +89,42 @@ def sessions_show(
     from soong_agent.entrypoints.cli.sessions_cmd import show_session
 
     raise typer.Exit(show_session(session_id, path=path, output=output_format(output)))
+
+
+@sessions_app.command("rewind", cls=Command)
+def sessions_rewind(
+    session_id: Annotated[str, typer.Argument(metavar="SESSION_ID", help="The session id.")],
+    to: Annotated[
+        str,
+        typer.Option("--to", metavar="MESSAGE_ID", help="The user message to go back to before."),
+    ],
+    files_only: Annotated[
+        bool, typer.Option("--files-only", help="Put the files back; leave the conversation.")
+    ] = False,
+    conversation_only: Annotated[
+        bool,
+        typer.Option("--conversation-only", help="Branch the conversation; leave the files."),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Overwrite files changed outside the agent since."),
+    ] = False,
+    path: PathOption = None,
+) -> None:
+    """Put back every file the agent changed since MESSAGE_ID and continue the conversation
+    from before it (the rest stays as another branch)."""
+    from soong_agent.entrypoints.cli.rewind_cmd import rewind_command
+
+    raise typer.Exit(
+        rewind_command(
+            session_id,
+            to=to,
+            path=path,
+            files_only=files_only,
+            conversation_only=conversation_only,
+            force=force,
+        )
+    )
 
 
 schema_app = typer.Typer(

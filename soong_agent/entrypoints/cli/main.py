@@ -12,13 +12,17 @@ from soong_agent.entrypoints.cli.options import (
     AgentOption,
     ApproveOption,
     Command,
+    ContinueOption,
     FromMessageOption,
     MaxCostOption,
     MaxTokensOption,
+    MaxTurnsOption,
     MessageArgument,
+    ModelOption,
     OrchestratorOption,
     OutputOption,
     PathOption,
+    PermissionModeOption,
     PlanOption,
     ResumeOption,
     TimeoutOption,
@@ -65,9 +69,13 @@ def run(
     message: MessageArgument = None,
     path: PathOption = None,
     session_id: ResumeOption = None,
+    resume_latest: ContinueOption = False,
     from_message: FromMessageOption = None,
     orchestrator: OrchestratorOption = False,
     agent: AgentOption = None,
+    model: ModelOption = None,
+    permission_mode: PermissionModeOption = None,
+    max_turns: MaxTurnsOption = None,
     tool_choice: ToolChoiceOption = None,
     max_cost: MaxCostOption = None,
     max_tokens: MaxTokensOption = None,
@@ -77,6 +85,9 @@ def run(
     plan: PlanOption = False,
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
+    from soong_agent.entrypoints.cli.overrides import Overrides
+
+    overrides = Overrides(model=model, permission_mode=permission_mode, max_turns=max_turns)
     if message is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             sys.stderr.write(
@@ -86,7 +97,15 @@ def run(
             raise typer.Exit(2)
         from soong_agent.entrypoints.cli.chat_cmd import chat_command
 
-        raise typer.Exit(chat_command(path=path, session_id=session_id, agent=agent))
+        raise typer.Exit(
+            chat_command(
+                path=path,
+                session_id=session_id,
+                agent=agent,
+                resume_latest=resume_latest,
+                overrides=overrides,
+            )
+        )
     from soong_agent.entrypoints.cli.run_cmd import run_command
 
     raise typer.Exit(
@@ -94,6 +113,7 @@ def run(
             message,
             path=path,
             session_id=session_id,
+            resume_latest=resume_latest,
             from_message=from_message,
             orchestrator=orchestrator,
             agent=agent,
@@ -104,6 +124,7 @@ def run(
             output=output,
             approve=approve,
             plan=plan,
+            overrides=overrides,
         )
     )
 
@@ -115,14 +136,28 @@ def chat(
         str | None,
         typer.Option("--session-id", "-s", metavar="ID", help="Continue this session."),
     ] = None,
+    resume_latest: ContinueOption = False,
     agent: Annotated[
         str | None, typer.Option("--agent", metavar="ID", help="Agent preset id.")
     ] = None,
+    model: ModelOption = None,
+    permission_mode: PermissionModeOption = None,
+    max_turns: MaxTurnsOption = None,
 ) -> None:
     """An interactive session: each line is a run of the same session; /help lists commands."""
     from soong_agent.entrypoints.cli.chat_cmd import chat_command
+    from soong_agent.entrypoints.cli.overrides import Overrides
 
-    raise typer.Exit(chat_command(path=path, session_id=session_id, agent=agent))
+    overrides = Overrides(model=model, permission_mode=permission_mode, max_turns=max_turns)
+    raise typer.Exit(
+        chat_command(
+            path=path,
+            session_id=session_id,
+            agent=agent,
+            resume_latest=resume_latest,
+            overrides=overrides,
+        )
+    )
 
 
 def main() -> None:

@@ -2,21 +2,43 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Annotated
 
 import typer
-from typer._click import Context
+from typer._click import Context, HelpFormatter
 from typer.core import TyperCommand
+
+_TYPE_PLACEHOLDER = re.compile(r" <[^<>]*>$")
 
 
 class Command(TyperCommand):
     """A command whose usage line names required arguments plainly (`run [OPTIONS] MESSAGE`,
-    not typer's `{MESSAGE}`)."""
+    not typer's `{MESSAGE}`), and whose help lists arguments by name alone (`MESSAGE`, not
+    typer's `MESSAGE <str>`)."""
 
     def collect_usage_pieces(self, ctx: Context) -> list[str]:
         pieces = super().collect_usage_pieces(ctx)
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
+        arguments: list[tuple[str, str]] = []
+        options: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((_TYPE_PLACEHOLDER.sub("", record[0]), record[1]))
+            elif param.param_type_name == "option":
+                options.append(record)
+        if arguments:
+            with formatter.section("Arguments"):
+                formatter.write_dl(arguments)
+        if options:
+            with formatter.section("Options"):
+                formatter.write_dl(options)
 
 
 NameArgument = Annotated[str, typer.Argument(metavar="NAME", help="The memory's name.")]
@@ -97,6 +119,28 @@ ApproveOption = Annotated[
         help="Who answers approval questions: ask (stdin, the default), never, "
         "once-per-tool, rules-only.",
     ),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", metavar="NAME", help="The model for this run ([model] name replaced)."
+    ),
+]
+PermissionModeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--permission-mode",
+        metavar="MODE",
+        help="default, accept_edits, plan or bypass (no approval questions at all).",
+    ),
+]
+MaxTurnsOption = Annotated[
+    int | None,
+    typer.Option("--max-turns", metavar="N", help="Stop the run after N model turns."),
+]
+ContinueOption = Annotated[
+    bool,
+    typer.Option("--continue", "-c", help="Resume the most recent session of this project."),
 ]
 PlanOption = Annotated[
     bool,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from soong_agent.application.runs.handle import Run, RunResult
@@ -18,6 +18,7 @@ from soong_agent.entrypoints.cli.common import (
     guarded,
     tolerant_streams,
 )
+from soong_agent.entrypoints.cli.overrides import Overrides
 from soong_agent.entrypoints.cli.render import Renderer
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.text import safe_text
@@ -45,6 +46,8 @@ def run_command(
     output: str = "text",
     approve: str = "ask",
     plan: bool = False,
+    resume_latest: bool = False,
+    overrides: Overrides | None = None,
 ) -> int:
     def go() -> int:
         from soong_agent.entrypoints.sdk import parse_limits
@@ -52,9 +55,15 @@ def run_command(
         tolerant_streams()
         if output not in ("text", "json"):
             raise UsageError(f"--output: expected text or json, found {output!r}")
+        if resume_latest and session_id is not None:
+            raise UsageError(
+                "--continue resumes the latest session; --session-id names one: give one"
+            )
         wall_ms = None if timeout is None else max(1, round(timeout * 1000))
         limits = parse_limits(max_cost, max_tokens, wall_ms)
-        choices = RunChoices(tool_choice, limits, output, approve, plan)
+        choices = RunChoices(
+            tool_choice, limits, output, approve, plan, overrides or Overrides(), resume_latest
+        )
         return asyncio.run(
             _run(message, path, session_id, from_message, orchestrator, agent, choices)
         )
@@ -95,6 +104,8 @@ class RunChoices:
     output: str
     approve: str
     plan: bool = False
+    overrides: Overrides = field(default_factory=Overrides)
+    resume_latest: bool = False
 
 
 async def _run(
@@ -123,10 +134,15 @@ async def _run(
 
         renderer = Json()
     approver = approver_for(choices.approve, write=renderer.prompt, clean=renderer.clean)
-    loaded = load(path, None)
+    loaded = choices.overrides.applied(load(path, None))
     container = CliContainer(loaded=loaded, approver=approver)
     _set_up_sandboxing_meanwhile(container, loaded)
     try:
+        if choices.resume_latest:
+            from soong_agent.entrypoints.cli.overrides import latest_session
+
+            store = container.adapters.session_store()
+            session_id = await latest_session(store, str(loaded.project))
         service = container.services.run_service()
         renderer.use_redactor(container.adapters.redactor())
         run = await service.start(
