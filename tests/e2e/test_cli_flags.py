@@ -203,3 +203,22 @@ def test_chat_rewind_lists_the_turns_and_goes_back_to_the_one_picked(world: CliW
     assert re.search(r"2  msg_\w+  'make two'  \(1 file\(s\), 0 command\(s\)\)", err)
     assert not (world.project / "one.txt").exists() and not (world.project / "two.txt").exists()
     assert "nothing to rewind: this session has no turn yet" in err  # the path is empty now
+
+
+def test_image_flag_attaches_images_to_the_message_of_a_vision_model(world: CliWorld) -> None:
+    from tests.support.images import PNG, PNG_B64
+
+    (world.project / "shot.png").write_bytes(PNG)
+    world.server.enqueue(text_response("a red dot"))
+    seen = world.run("run", "--model", "gpt-4o", "--image", "shot.png", "what is this?")
+    assert seen.returncode == 0, seen.stderr
+    (last,) = [m for m in world.server.requests[0].json["messages"] if m["role"] == "user"]
+    assert last["content"] == [
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG_B64}"}},
+        {"type": "text", "text": "what is this?"},
+    ]
+    text_only = world.run("run", "--image", "shot.png", "what is this?")  # fake-model: no vision
+    assert text_only.returncode == 2 and "is not shown images" in text_only.stderr
+    missing = world.run("run", "--model", "gpt-4o", "--image", "nope.png", "x")
+    assert missing.returncode == 2 and "nope.png: no such file" in missing.stderr
+    assert len(world.server.requests) == 1  # neither mistake sent anything

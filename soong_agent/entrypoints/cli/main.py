@@ -14,6 +14,7 @@ from soong_agent.entrypoints.cli.options import (
     Command,
     ContinueOption,
     FromMessageOption,
+    ImageOption,
     MaxCostOption,
     MaxTokensOption,
     MaxTurnsOption,
@@ -83,6 +84,7 @@ def run(
     output: OutputOption = "text",
     approve: ApproveOption = "ask",
     plan: PlanOption = False,
+    image: ImageOption = None,
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
     from soong_agent.entrypoints.cli.overrides import Overrides
@@ -125,6 +127,7 @@ def run(
             approve=approve,
             plan=plan,
             overrides=overrides,
+            images=tuple(image or ()),
         )
     )
 

@@ -142,6 +142,14 @@ ContinueOption = Annotated[
     bool,
     typer.Option("--continue", "-c", help="Resume the most recent session of this project."),
 ]
+ImageOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--image",
+        metavar="PATH",
+        help="Attach a PNG, JPEG, GIF or WebP image to the message (repeatable).",
+    ),
+]
 PlanOption = Annotated[
     bool,
     typer.Option("--plan", help="Start in plan mode: read and write a plan, change nothing else."),

@@ -48,6 +48,7 @@ def run_command(
     plan: bool = False,
     resume_latest: bool = False,
     overrides: Overrides | None = None,
+    images: tuple[str, ...] = (),
 ) -> int:
     def go() -> int:
         from soong_agent.entrypoints.sdk import parse_limits
@@ -62,7 +63,14 @@ def run_command(
         wall_ms = None if timeout is None else max(1, round(timeout * 1000))
         limits = parse_limits(max_cost, max_tokens, wall_ms)
         choices = RunChoices(
-            tool_choice, limits, output, approve, plan, overrides or Overrides(), resume_latest
+            tool_choice,
+            limits,
+            output,
+            approve,
+            plan,
+            overrides or Overrides(),
+            resume_latest,
+            images,
         )
         return asyncio.run(
             _run(message, path, session_id, from_message, orchestrator, agent, choices)
@@ -106,6 +114,7 @@ class RunChoices:
     plan: bool = False
     overrides: Overrides = field(default_factory=Overrides)
     resume_latest: bool = False
+    images: tuple[str, ...] = ()
 
 
 async def _run(
@@ -119,7 +128,7 @@ async def _run(
 ) -> int:
     from soong_agent.entrypoints.cli.approve_modes import approver_for
     from soong_agent.entrypoints.containers import CliContainer
-    from soong_agent.entrypoints.sdk import load, parse_tool_choice
+    from soong_agent.entrypoints.sdk import load, parse_tool_choice, read_images
 
     choice = parse_tool_choice(choices.tool_choice)
     limits = choices.limits
@@ -135,6 +144,7 @@ async def _run(
         renderer = Json()
     approver = approver_for(choices.approve, write=renderer.prompt, clean=renderer.clean)
     loaded = choices.overrides.applied(load(path, None))
+    blocks = read_images(choices.images, loaded)  # (before anything starts: a bad file, exit 2)
     container = CliContainer(loaded=loaded, approver=approver)
     _set_up_sandboxing_meanwhile(container, loaded)
     try:
@@ -154,6 +164,7 @@ async def _run(
             plan_mode=choices.plan,
             agent=agent,
             orchestrator=orchestrator,
+            images=blocks,
         )
         for warning in container.services.catalog().warnings:
             renderer.status(f"warning: {warning}")
