@@ -16,4 +16,5 @@ def rewind_service(adapters: Any) -> RewindService:
         snapshots=adapters.snapshots(),
         clock=adapters.clock(),
         ids=adapters.ids(),
+        redactor=adapters.redactor(),
     )

@@ -378,3 +378,25 @@ async def test_a_rewind_to_a_compactions_copy_means_the_turn_it_copies() -> None
     report = await w.rewinder().rewind(sid, to=shown[0].id)
     assert set(report.restored) == {"app.py", "keep.txt"}
     assert w.fs.files["app.py"] == b"print('v1')\n" and w.fs.files["keep.txt"] == b"kept\n"
+
+
+async def test_a_file_whose_name_held_a_secret_is_listed_and_no_record_holds_it() -> None:
+    w = World(redactor=DictSecretRedactor({"API_KEY": "sk-secret-123"}))
+    sid = await w.turn("one", write("key-sk-secret-123.txt", "x"), write("plain.txt", "y"))
+    (turn,) = await w.user_messages(sid)
+    rewinder = RewindService(
+        store=w.store,
+        fs=w.fs,
+        artifacts=w.artifacts,
+        snapshots=w.snapshots,
+        clock=w.clock,
+        ids=w.ids,
+        redactor=w.redactor,
+    )
+    report = await rewinder.rewind(sid, to=turn)
+    assert report.removed == ("plain.txt",)
+    reasons = dict(report.not_restored)
+    assert reasons["key-[redacted:API_KEY].txt"] == "its name held a secret, which is never stored"
+    (stored,) = [e for e in await w.events(sid) if isinstance(e, SessionRewound)]
+    assert "sk-secret-123" not in stored.model_dump_json()
+    assert all("sk-secret-123" not in (r.reason or "") for r in await w.store.list_runs(sid))

@@ -42,12 +42,15 @@ from soong_agent.ports.events import (
 )
 from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
+from soong_agent.ports.secrets import SecretRedactor, redaction_mark
 from soong_agent.ports.snapshots import WorkTreeSnapshots
 from soong_agent.ports.storage import RunInfo, SessionStore, TurnCommit
 from soong_agent.ports.system import Clock, IdGenerator
 
 __all__ = ["RewindReport", "RewindService", "TurnSummary"]
 
+SECRET_MARK = redaction_mark("")[:-1]
+"""What a stored text holds where a secret was scrubbed out of it (``[redacted:``)."""
 REWIND_MODEL = "rewind"
 """The model label of the run a rewind is recorded as."""
 
@@ -110,7 +113,9 @@ class RewindService:
         snapshots: WorkTreeSnapshots | None,
         clock: Clock,
         ids: IdGenerator,
+        redactor: SecretRedactor | None = None,
     ) -> None:
+        self._redactor = redactor
         self._store = store
         self._fs = fs
         self._artifacts = artifacts
@@ -234,6 +239,9 @@ class RewindService:
         for path, mark in checkpoints.items():
             if path in sources or path in left or path in tracked:
                 continue  # (tracked: as it was before the turns; the snapshot says so)
+            if SECRET_MARK in path:
+                plan.cannot(path, "its name held a secret, which is never stored")
+                continue
             if not inside_project(path):
                 plan.cannot(path, "it is outside the project, where a rewind never writes")
                 continue
@@ -290,7 +298,7 @@ class RewindService:
                 conversation=report.conversation,
                 restored=list(report.restored),
                 removed=list(report.removed),
-                not_restored=[f"{what}: {why}" for what, why in report.not_restored],
+                not_restored=[self._clean(f"{what}: {why}") for what, why in report.not_restored],
                 overwritten=list(report.changed_outside),
             )
         )
@@ -314,13 +322,17 @@ class RewindService:
                     started_at=now,
                     status="completed",
                     finished_at=now,
-                    reason=_summary(report),
+                    reason=self._clean(_summary(report)),
                     model=REWIND_MODEL,
                 ),
                 events=events,
                 at=now,
             )
         )
+
+    def _clean(self, text: str) -> str:
+        """`text` as it may be stored: no secret in it (a reason quoting a path, an error)."""
+        return self._redactor.redact(text) if self._redactor is not None else text
 
 
 def _target(history: SessionHistory, message_id: str) -> Message:
