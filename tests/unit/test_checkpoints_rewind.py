@@ -400,3 +400,12 @@ async def test_a_file_whose_name_held_a_secret_is_listed_and_no_record_holds_it(
     (stored,) = [e for e in await w.events(sid) if isinstance(e, SessionRewound)]
     assert "sk-secret-123" not in stored.model_dump_json()
     assert all("sk-secret-123" not in (r.reason or "") for r in await w.store.list_runs(sid))
+
+
+async def test_a_write_the_sandbox_refused_is_not_listed_as_something_to_restore() -> None:
+    w = World()
+    sid = await w.turn("one", write(".env", "TOKEN=x"), write("a.txt", "a"))
+    (turn,) = await w.user_messages(sid)
+    assert ".env" not in w.fs.files
+    report = await w.rewinder().rewind(sid, to=turn)
+    assert report.removed == ("a.txt",) and report.not_restored == ()

@@ -214,6 +214,7 @@ class RewindService:
         plan = RewindPlan()
         marks = history.since(run)
         checkpoints = first_checkpoints(marks)
+        changed = {m.event.path for m in marks if isinstance(m.event, FileChanged)}
         tree = first_tree(marks, plan)
         sources: dict[str, Source] = {}
         left: set[str] = set()  # files a snapshot covers but cannot restore
@@ -242,10 +243,12 @@ class RewindService:
             if SECRET_MARK in path:
                 plan.cannot(path, "its name held a secret, which is never stored")
                 continue
+            assert isinstance(mark.event, FileCheckpoint)
             if not inside_project(path):
                 plan.cannot(path, "it is outside the project, where a rewind never writes")
                 continue
-            assert isinstance(mark.event, FileCheckpoint)
+            if mark.event.problem and path not in changed:
+                continue  # not kept, and not changed either (the sandbox kept the call off it)
             source = file_source(mark.event, plan)
             if source is not None:
                 sources[path] = source
