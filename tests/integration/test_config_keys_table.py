@@ -31,7 +31,7 @@ from soong_agent.domain.config.schema import SoongConfig
 from soong_agent.entrypoints.containers import SdkContainer
 from soong_agent.entrypoints.sdk import read_images
 from soong_agent.ports.errors import ConfigError, ProviderError, UsageError
-from soong_agent.ports.events import ChildStarted
+from soong_agent.ports.events import ChildStarted, WorkTreeSnapshot
 from soong_agent.ports.model import ModelRequest
 from soong_agent.testing import (
     ScriptedMcpHub,
@@ -1100,6 +1100,16 @@ ROWS: list[Row] = [
         "attached",
         "refused: images: shot.png is 70 bytes, more than tools.max_image_bytes (60)",
         at("model.vision", True),
+    ),
+    Effect(
+        "tools.checkpoints",
+        at("tools.checkpoints", "files"),
+        ran(
+            calls(("run_command", {"command": "true"})),
+            lambda o: [e.problem for e in o.events if isinstance(e, WorkTreeSnapshot)][:1],
+        ),
+        ["the project is not in a git work tree"],
+        ['tools.checkpoints is "files": what commands change is not kept'],
     ),
     Effect(
         "tools.fetch_max_bytes",

@@ -5,7 +5,7 @@ outside the agent unless forced, lists what it cannot restore and branches the c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -18,7 +18,12 @@ from soong_agent.application.runs.loop import LoopSettings
 from soong_agent.application.runs.service import RunService
 from soong_agent.application.tools.base import Tool, ToolArgs, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.application.tools.files import file_tools
-from soong_agent.domain.config.schema import CompactConfig, ContextConfig, PermissionsConfig
+from soong_agent.domain.config.schema import (
+    CompactConfig,
+    ContextConfig,
+    PermissionsConfig,
+    ToolsConfig,
+)
 from soong_agent.domain.stuck import StuckSettings
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import (
@@ -62,6 +67,7 @@ class World:
     ids: SequentialIds = field(default_factory=SequentialIds)
     clock: FixedClock = field(default_factory=FixedClock)
     redactor: DictSecretRedactor | None = None
+    checkpoints: Literal["on", "files", "off"] = "on"
 
     def __post_init__(self) -> None:
         self.snapshots = InMemorySnapshots(self.fs, work_tree=self.work_tree)
@@ -100,7 +106,10 @@ class World:
             snapshots=self.snapshots,
             redactor=self.redactor,
         )
-        policies = RunPolicies(permissions=PermissionsConfig(mode="bypass"))
+        policies = RunPolicies(
+            permissions=PermissionsConfig(mode="bypass"),
+            tools=ToolsConfig(checkpoints=self.checkpoints),
+        )
         settings = LoopSettings(model_label="scripted", max_turns=10)
         return RunService(RunAssembler(ports, policies), RunSpec(registry, settings))
 
@@ -409,3 +418,21 @@ async def test_a_write_the_sandbox_refused_is_not_listed_as_something_to_restore
     assert ".env" not in w.fs.files
     report = await w.rewinder().rewind(sid, to=turn)
     assert report.removed == ("a.txt",) and report.not_restored == ()
+
+
+async def test_checkpoints_files_keeps_no_snapshot_and_off_keeps_nothing() -> None:
+    files_only = World(checkpoints="files")
+    sid = await files_only.turn("one", shell("rm keep.txt"), edit("app.py", "v1", "v2"))
+    (turn,) = await files_only.user_messages(sid)
+    assert files_only.snapshots.trees == {}
+    report = await files_only.rewinder().rewind(sid, to=turn)
+    assert report.restored == ("app.py",) and "keep.txt" not in files_only.fs.files
+    assert dict(report.not_restored) == {
+        "the changes of shell (run rm keep.txt)": (
+            'tools.checkpoints is "files": what commands change is not kept'
+        )
+    }
+    off = World(checkpoints="off")
+    sid = await off.turn("one", edit("app.py", "v1", "v2"))
+    assert not [e for e in await off.events(sid) if isinstance(e, FileCheckpoint | FileChanged)]
+    assert off.artifacts is not None and off.artifacts.data == {}

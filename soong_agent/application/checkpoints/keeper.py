@@ -36,6 +36,8 @@ from soong_agent.ports.snapshots import WorkTreeSnapshots
 CHECKPOINT_MAX_BYTES = 16 * 1024 * 1024
 """The biggest file whose bytes a checkpoint keeps; a bigger one is named as not kept."""
 NOT_A_WORK_TREE = "the project is not in a git work tree"
+NO_SNAPSHOTS = "no work-tree snapshots in this runtime"
+FILES_ONLY = 'tools.checkpoints is "files": what commands change is not kept'
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +79,11 @@ class TurnCheckpoints:
         artifacts: ArtifactStore,
         snapshots: WorkTreeSnapshots | None = None,
         max_bytes: int = CHECKPOINT_MAX_BYTES,
+        no_snapshots: str = NO_SNAPSHOTS,
     ) -> None:
         self._artifacts = artifacts
         self._snapshots = snapshots
+        self._no_snapshots = no_snapshots
         self._max_bytes = max_bytes
         self._turn: str | None = None
         self._kept: set[str] = set()
@@ -205,7 +209,7 @@ class TurnCheckpoints:
     async def _take(self, fs: FileSystem) -> tuple[str | None, tuple[str, ...], str]:
         """A snapshot of the project's work tree: (tree, files left out, problem)."""
         if self._snapshots is None:
-            return None, (), "no work-tree snapshots in this runtime"
+            return None, (), self._no_snapshots
         if self._work_tree is False:
             return None, (), NOT_A_WORK_TREE
         if self._exclude is None:

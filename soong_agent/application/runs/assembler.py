@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from soong_agent.application.checkpoints.keeper import TurnCheckpoints
+from soong_agent.application.checkpoints.keeper import FILES_ONLY, TurnCheckpoints
 from soong_agent.application.context.compaction_requests import CompactionRequests
 from soong_agent.application.context.instructions import FolderInstructions
 from soong_agent.application.context.window import ContextWindow
@@ -44,6 +44,7 @@ from soong_agent.application.tools.compact import compact_tool
 from soong_agent.application.tools.pipeline import ToolPipeline
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
+from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import ConfigError
 from soong_agent.ports.messages import Message
 from soong_agent.ports.model import SystemPart
@@ -341,12 +342,17 @@ class RunAssembler:
             artifacts=artifacts,
             max_result_chars=policies.max_result_chars,
             hooks=hooks,
-            checkpoints=(  # RWD-1: what each turn changes is kept with the session
-                TurnCheckpoints(artifacts=artifacts, snapshots=ports.snapshots)
-                if artifacts is not None
-                else None
-            ),
+            checkpoints=self._checkpoints(artifacts),
         )
+
+    def _checkpoints(self, artifacts: ArtifactStore | None) -> TurnCheckpoints | None:
+        """What each turn changes, kept with the session (RWD-1, `tools.checkpoints`)."""
+        mode = self.policies.tools.checkpoints
+        if artifacts is None or mode == "off":
+            return None
+        if mode == "files":
+            return TurnCheckpoints(artifacts=artifacts, snapshots=None, no_snapshots=FILES_ONLY)
+        return TurnCheckpoints(artifacts=artifacts, snapshots=self.ports.snapshots)
 
     def _recorder(
         self, run: Run, session: SessionInfo, run_info: RunInfo, history: list[Message]

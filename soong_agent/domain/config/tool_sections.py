@@ -125,6 +125,9 @@ class ToolsConfig(Section):
     max_result_chars: int = Field(default=30_000, gt=0)
     fetch_max_bytes: int = Field(default=2_000_000, gt=0)
     max_image_bytes: int = Field(default=5_242_880, gt=0)
+    checkpoints: Literal["on", "files", "off"] = "on"
+    """What each turn's changes keep for a rewind (RWD-1): ``on`` the file tools' files and, in
+    a git work tree, snapshots around commands; ``files`` the files only; ``off`` nothing."""
     """The largest image `read_file` or an attachment shows a model (5 MiB, Anthropic's cap)."""
     network: NetworkConfig = Field(default_factory=defaults(NetworkConfig))
     sensitive_paths: list[str] = Field(default_factory=lambda: list(DEFAULT_SENSITIVE_PATHS))
