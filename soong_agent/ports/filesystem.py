@@ -124,8 +124,12 @@ class FileSystem(Protocol):
         exclusions."""
         ...
 
-    async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
-        """The file's bytes (the first `max_bytes` of them when given)."""
+    async def read_bytes(
+        self, path: str, *, max_bytes: int | None = None, sole_link: bool = False
+    ) -> bytes:
+        """The file's bytes (the first `max_bytes` of them when given). With `sole_link`, a
+        file with more than one hard link (checked on the opened file) is refused with
+        SandboxViolation: its other name may be outside the sandbox."""
         ...
 
     async def file_size(self, path: str) -> int:

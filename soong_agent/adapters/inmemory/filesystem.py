@@ -219,7 +219,10 @@ class InMemoryFileSystem:
 
     # --- the port --------------------------------------------------------------------------
 
-    async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
+    async def read_bytes(
+        self, path: str, *, max_bytes: int | None = None, sole_link: bool = False
+    ) -> bytes:
+        del sole_link  # no hard links in memory
         absolute = self._check_read(path, "read of")
         display = self.display_path(path)
         if self._is_dir(absolute):

@@ -36,10 +36,10 @@ def open_in_project(policy: PathPolicy, resolved: str, flags: int, display: str)
         raise with_display(exc, display) from None
 
 
-def hard_link_violation(display: str) -> SandboxViolation:
-    """The refusal of a write to a file with several names."""
+def hard_link_violation(display: str, action: str = "write to") -> SandboxViolation:
+    """The refusal of a write to (or a guarded read of) a file with several names."""
     return SandboxViolation(
-        f"write to {display!r} refused: the file has more than one hard "
+        f"{action} {display!r} refused: the file has more than one hard "
         "link, and another name for it may lie outside the sandbox"
     )
 

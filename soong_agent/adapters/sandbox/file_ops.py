@@ -29,8 +29,11 @@ from soong_agent.ports.filesystem import DirEntry
 _PROBE_FLAGS = os.O_WRONLY | os.O_NONBLOCK
 
 
-def read_bytes(policy: PathPolicy, path: str, max_bytes: int | None) -> bytes:
-    """The file's bytes (the first `max_bytes` of them when given), checked by `policy`."""
+def read_bytes(
+    policy: PathPolicy, path: str, max_bytes: int | None, *, sole_link: bool = False
+) -> bytes:
+    """The file's bytes (the first `max_bytes` of them when given), checked by `policy`;
+    with `sole_link`, a file with more than one hard link is refused."""
     display = policy.display(path)
     resolved = policy.check_read(path)
     try:
@@ -52,6 +55,8 @@ def read_bytes(policy: PathPolicy, path: str, max_bytes: int | None) -> bytes:
             )
         if LinkGuard(policy).is_sensitive_link(after):
             raise sensitive_link_violation(display, "read of")
+        if sole_link and after.st_nlink > 1:
+            raise hard_link_violation(display, "read of")
         if max_bytes is not None and max_bytes <= 0:
             return b""
         return read_all(fd, max_bytes)

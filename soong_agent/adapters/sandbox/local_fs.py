@@ -220,9 +220,11 @@ class LocalFileSystem:
 
     # --- the port --------------------------------------------------------------------------
 
-    async def read_bytes(self, path: str, *, max_bytes: int | None = None) -> bytes:
+    async def read_bytes(
+        self, path: str, *, max_bytes: int | None = None, sole_link: bool = False
+    ) -> bytes:
         """The file's bytes (the first `max_bytes` of them when given)."""
-        return file_ops.read_bytes(self._policy, path, max_bytes)
+        return file_ops.read_bytes(self._policy, path, max_bytes, sole_link=sole_link)
 
     async def file_size(self, path: str) -> int:
         """The file's size in bytes."""

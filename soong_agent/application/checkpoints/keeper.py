@@ -152,7 +152,9 @@ class TurnCheckpoints:
         artifact: str | None = None
         problem = ""
         try:
-            data = await ctx.fs.read_bytes(path, max_bytes=self._max_bytes + 1)
+            # A file with a second hard link is never written by the tools (its other name
+            # may be outside the sandbox): its bytes are not kept either.
+            data = await ctx.fs.read_bytes(path, max_bytes=self._max_bytes + 1, sole_link=True)
         except (FileNotFoundError, NotADirectoryError):
             data = None  # no file yet: a rewind removes what the turn creates
         except (OSError, SoongAgentError) as exc:
