@@ -190,6 +190,7 @@ class Services(containers.DeclarativeContainer):
         skills=providers.Callable(_skills_of, adapters.knowledge),
         plan_modes=plan_modes,
         snapshots=adapters.snapshots,
+        background=adapters.background,
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(

@@ -209,11 +209,6 @@ def notices_in(body: Any) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the run assembler does not hand BackgroundCommands.notices to AgentLoop yet "
-    "(RunPorts.background + AgentLoop(notices=...): see the issue 35 item 2 report)",
-)
 def test_the_next_request_after_an_exit_carries_a_notice(world: CliWorld) -> None:
     configure(world, "auto")
 

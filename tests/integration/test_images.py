@@ -385,14 +385,6 @@ async def test_run_with_images_refuses_what_it_cannot_attach(tmp_path: Path, pro
     assert block.data == PNG
 
 
-WIRING = (
-    "read_file's images reach the model once the tool pipeline puts ToolOutput.images on the "
-    "result block and the tool catalog passes file_tools(images=image_reading(loaded)) (the "
-    "two one-line changes asked for in issue 35's report)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=WIRING)
 @pytest.mark.parametrize(("name", "shown"), [("claude-sonnet-4-5", True), ("claude-2.1", False)])
 async def test_read_file_on_an_image_through_the_sdk(
     tmp_path: Path, project: Path, name: str, shown: bool

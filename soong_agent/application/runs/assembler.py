@@ -285,6 +285,7 @@ class RunAssembler:
             system_of=said.system_of,
             instructions=said.folders,
             inbox=seat.inbox if seat is not None else None,
+            notices=self.ports.background.notices if self.ports.background is not None else None,
         )
 
     def _prompt(

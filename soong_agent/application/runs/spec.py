@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from soong_agent.application.hooks import HookPipeline
 from soong_agent.application.permissions.plan_mode import PlanModes
 from soong_agent.application.runs.settings import LoopSettings
+from soong_agent.application.tools.background import BackgroundCommands
 from soong_agent.application.tools.base import ToolRegistry
 from soong_agent.application.tools.pipeline import RESULT_MAX_CHARS
 from soong_agent.domain.config.schema import (
@@ -66,6 +67,8 @@ class RunPorts:
     snapshots: WorkTreeSnapshots | None = None
     """Snapshots of the git work tree around commands (RWD-1); None: commands' changes are
     not kept (a rewind lists them as not restorable)."""
+    background: BackgroundCommands | None = None
+    """The runtime's background commands (BG-1): their ends are told before the next request."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,9 +191,28 @@ def _spec(name: str, description: str, args_model: type[BaseModel]) -> ToolSpec:
     """A tool's spec, built once per (name, description, arguments model): building a JSON
     schema costs ~0.5 ms a tool, and every run of a runtime sends the same ones. The schema
     dict is shared, so nobody may change it."""
-    schema = args_model.model_json_schema()
-    schema.pop("title", None)
+    schema = _lean(args_model.model_json_schema())
+    schema.pop("description", None)  # the argument model's docstring: the tool says it better
     return ToolSpec(name=name, description=description, parameters=schema)
+
+
+def _lean(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` without the `title` pydantic gives every schema object (the property's own name
+    says it again): tokens every request pays for, on a small window too. A property *named*
+    `title` is kept: only the keyword goes."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            out[key] = {k: _lean(v) if isinstance(v, dict) else v for k, v in value.items()}
+        elif isinstance(value, dict):
+            out[key] = _lean(value)
+        elif isinstance(value, list):
+            out[key] = [_lean(v) if isinstance(v, dict) else v for v in value]
+        else:
+            out[key] = value
+    return out
 
 
 _JOINED_MAX = 256

@@ -170,7 +170,11 @@ class ToolPipeline:
         if len(content) > self._max_result_chars:
             content = await self._fit(content, p.call.name, ctx)
         block = ToolResultBlock(
-            call_id=p.call.id, name=p.call.name, content=content, is_error=output.is_error
+            call_id=p.call.id,
+            name=p.call.name,
+            content=content,
+            is_error=output.is_error,
+            images=output.images,
         )
         self.completed[p.call.id] = block
         for event_class, fields in output.events:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from soong_agent.ports.tasks import TaskLog
 
 from soong_agent.entrypoints.factories.knowledge import Knowledge
+from soong_agent.entrypoints.factories.models import image_reading
 from soong_agent.entrypoints.factories.safety import CommandSandboxing, secret_names
 from soong_agent.entrypoints.factories.stores import task_log
 
@@ -78,14 +79,9 @@ def tool_catalog(
     project = str(loaded.project)
     secrets = secret_names(loaded)
     env = dict(os.environ)
-    if tasks is None:
-        tasks = task_log(loaded)
-    if clock is None:
-        from soong_agent.adapters.system.clock import SystemClock
-
-        clock = SystemClock()
+    tasks, clock = _task_log_and_clock(loaded, tasks, clock)
     tools = [
-        *file_tools(),
+        *file_tools(images=image_reading(loaded)),
         run_command_tool(
             runner=runner,
             project=project,
@@ -95,12 +91,12 @@ def tool_catalog(
             sandbox_note=sandbox.note if sandbox is not None else "",
             background=background,
         ),
-        *(background_tools(background) if background is not None and background.limit else ()),
         web_fetch_tool(fetcher=fetcher, max_bytes=config.fetch_max_bytes),
         todo_write_tool(board),
         read_artifact_tool(store=artifacts),
         *_deferrable(
             [
+                *(background_tools(background) if background and background.limit else ()),
                 *(agent_tools() if loaded.config.agents.max_children_per_run > 0 else ()),
                 *(knowledge.tools if knowledge is not None else ()),
                 *_plan_tools(loaded, plan_modes, approver),
@@ -116,6 +112,17 @@ def tool_catalog(
     loud = [sandbox.choice.warning] if sandbox is not None and sandbox.choice.warning else []
     known = knowledge.warnings if knowledge is not None else []
     return ToolCatalog(ToolRegistry(tools), [*loud, *problems, *clashes, *known, *warnings])
+
+
+def _task_log_and_clock(
+    loaded: LoadedConfig, tasks: TaskLog | None, clock: Clock | None
+) -> tuple[TaskLog, Clock]:
+    """The container's task log and clock, or the default ones for a catalog built alone."""
+    if clock is None:
+        from soong_agent.adapters.system.clock import SystemClock
+
+        clock = SystemClock()
+    return (task_log(loaded) if tasks is None else tasks), clock
 
 
 def background_commands(
