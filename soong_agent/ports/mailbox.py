@@ -227,7 +227,9 @@ def next_mark(inbox: ParsedInbox, upto: int) -> int | None:
 
 @runtime_checkable
 class Mailbox(Protocol):
-    """The inboxes of every team. Calls are short, local and synchronous."""
+    """The inboxes of every team. Calls are short and synchronous (the application makes them
+    from a worker thread), but `wait_for_mail`, a coroutine: a member waiting for mail holds no
+    thread, and its caller can stop the wait by cancelling it."""
 
     def send(self, team: str, mail: Mail) -> Mail:
         """Append `mail` to the inbox of `mail.to` under an exclusive lock and fsync.
@@ -260,4 +262,21 @@ class Mailbox(Protocol):
 
     def members(self, team: str) -> list[str]:
         """The members of `team` that have an inbox, sorted."""
+        ...
+
+    async def wait_for_mail(self, team: str, member: str, *, timeout_s: float) -> bool:
+        """Wait until the member has unread mail, sent by this process or another.
+
+        Args:
+            team: the team.
+            member: the member whose inbox to watch (a member name or 'lead').
+            timeout_s: the longest to wait (0: only look).
+
+        Returns:
+            True when the member has unread mail (at once when it has some already; read it
+            with `unread`), False when the time ran out first.
+
+        Raises:
+            MailRefused: a bad team or member name.
+        """
         ...

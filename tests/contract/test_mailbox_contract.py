@@ -1,12 +1,16 @@
-"""The Mailbox contract, run against the InMemoryMailbox fake and the FileMailbox on real files:
-sends get sequence numbers per inbox, unread follows the read mark, the mark is durable and never
-goes backwards, unknown kinds, bad names and missing data are refused with the problem named
-(nothing written), a torn last line is ignored on read and cut off by the next append, a line
-that is not a mail is skipped. For the file adapter alone: the mark survives a new instance, and
-several processes sending into one inbox never interleave their lines."""
+"""The Mailbox contract, run against the InMemoryMailbox fake, the FileMailbox on real files and the
+PostgresMailbox on a real PostgreSQL (`tests/support/postgres.py`): sends get sequence numbers
+per inbox, unread follows the read mark, the mark is durable and never goes backwards, unknown
+kinds, bad names and missing data are refused with the problem named (nothing written), a torn
+last line is ignored on read and cut off by the next append, a line that is not a mail is
+skipped; a wait for mail returns at once when there is unread mail, is woken by a send to its
+member from another thread, and not by one to another member. For the file adapter alone: the
+mark survives a new instance, and several processes sending into one inbox never interleave
+their lines."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 from collections.abc import Callable
@@ -16,8 +20,11 @@ from typing import Any
 import pytest
 
 from soong_agent.adapters.mailbox import FileMailbox
+from soong_agent.adapters.postgres import PostgresMailbox, PostgresSettings, PostgresSyncDatabase
+from soong_agent.adapters.postgres.mail_sql import TABLES
 from soong_agent.ports.mailbox import MAIL_KINDS, Mail, Mailbox, MailRefused
 from soong_agent.testing import InMemoryMailbox
+from tests.support.postgres_lines import LinesInDatabase
 
 TEAM = "ses_1"
 T0 = 1_767_225_600.0
@@ -40,12 +47,24 @@ class Backend:
         self.reopen = reopen
 
 
-def fake_backend(tmp_path: Path) -> Backend:
+def fake_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
     fake = InMemoryMailbox()
     return Backend(fake, fake.raw, fake.put_raw, lambda: fake)
 
 
-def file_backend(tmp_path: Path) -> Backend:
+def postgres_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
+    url = str(request.getfixturevalue("postgres_url"))
+
+    def open_box() -> PostgresMailbox:  # a database of its own, as another process has
+        database = PostgresSyncDatabase(PostgresSettings(url))
+        request.addfinalizer(database.close)
+        return PostgresMailbox(database)
+
+    lines = LinesInDatabase(url, TABLES)  # a hand edit: the inbox's rows written anew
+    return Backend(open_box(), lines.raw, lines.put, open_box)
+
+
+def file_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
     box = FileMailbox(tmp_path / "mail")
 
     def raw(team: str, member: str) -> bytes:
@@ -62,10 +81,13 @@ def file_backend(tmp_path: Path) -> Backend:
     return Backend(box, raw, put, lambda: FileMailbox(tmp_path / "mail"))
 
 
-@pytest.fixture(params=[fake_backend, file_backend], ids=["InMemoryMailbox", "FileMailbox"])
+@pytest.fixture(
+    params=[fake_backend, file_backend, postgres_backend],
+    ids=["InMemoryMailbox", "FileMailbox", "PostgresMailbox"],
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    factory: Callable[[Path], Backend] = request.param
-    return factory(tmp_path)
+    factory: Callable[[Path, pytest.FixtureRequest], Backend] = request.param
+    return factory(tmp_path, request)
 
 
 def mail(n: int, *, to: str = "alice", sender: str = "lead", kind: str = "message", **more: Any):
@@ -80,7 +102,7 @@ def mail(n: int, *, to: str = "alice", sender: str = "lead", kind: str = "messag
     return Mail(**(fields | more))
 
 
-def test_the_fake_and_the_file_mailbox_implement_the_port(backend: Backend) -> None:
+def test_every_backend_implements_the_port(backend: Backend) -> None:
     assert isinstance(backend.box, Mailbox)
 
 
@@ -262,6 +284,58 @@ def test_inboxes_are_per_team(backend: Backend) -> None:
     assert backend.box.members(TEAM) == ["alice"]
     assert backend.box.members("ses_2") == ["bob"]
     assert backend.box.unread("ses_2", "alice") == []
+
+
+# --- waiting for mail ------------------------------------------------------------------------
+
+WAIT_S = 60.0
+"""Longer than any wait here should take: a wait that is not woken fails the test, slowly."""
+
+
+async def test_a_wait_returns_at_once_when_there_is_unread_mail(backend: Backend) -> None:
+    backend.box.send(TEAM, mail(1))
+    assert await backend.box.wait_for_mail(TEAM, "alice", timeout_s=0) is True
+    assert await backend.box.wait_for_mail(TEAM, "alice", timeout_s=WAIT_S) is True
+    backend.box.mark_read(TEAM, "alice", 1)
+    assert await backend.box.wait_for_mail(TEAM, "alice", timeout_s=0) is False
+    assert await backend.box.wait_for_mail(TEAM, "nobody", timeout_s=0) is False
+
+
+async def test_a_send_from_another_thread_wakes_the_wait_of_its_member(backend: Backend) -> None:
+    backend.box.send(TEAM, mail(1))
+    backend.box.mark_read(TEAM, "alice", 1)  # read mail does not count
+    waiting = asyncio.create_task(backend.box.wait_for_mail(TEAM, "alice", timeout_s=WAIT_S))
+    await asyncio.sleep(0)  # the wait starts before the send
+    sent = await asyncio.to_thread(backend.box.send, TEAM, mail(2))
+    assert await asyncio.wait_for(waiting, WAIT_S) is True
+    assert backend.box.unread(TEAM, "alice") == [sent]
+
+
+async def test_mail_to_another_member_or_team_does_not_end_a_wait(backend: Backend) -> None:
+    waiting = asyncio.create_task(backend.box.wait_for_mail(TEAM, "alice", timeout_s=0.5))
+    await asyncio.sleep(0)
+    await asyncio.to_thread(backend.box.send, TEAM, mail(1, to="bob"))
+    await asyncio.to_thread(backend.box.send, "ses_2", mail(2, to="alice"))
+    assert await asyncio.wait_for(waiting, WAIT_S) is False
+    assert backend.box.unread(TEAM, "alice") == []
+
+
+async def test_a_wait_is_cancelled_cleanly_and_the_next_one_works(backend: Backend) -> None:
+    waiting = asyncio.create_task(backend.box.wait_for_mail(TEAM, "alice", timeout_s=WAIT_S))
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    again = asyncio.create_task(backend.box.wait_for_mail(TEAM, "alice", timeout_s=WAIT_S))
+    await asyncio.to_thread(backend.box.send, TEAM, mail(1))
+    assert await asyncio.wait_for(again, WAIT_S) is True
+
+
+async def test_a_wait_checks_its_names(backend: Backend) -> None:
+    with pytest.raises(MailRefused, match="not a team name"):
+        await backend.box.wait_for_mail("../x", "alice", timeout_s=0)
+    with pytest.raises(MailRefused, match="not a member name"):
+        await backend.box.wait_for_mail(TEAM, "Alice", timeout_s=0)
 
 
 # --- the file adapter alone ------------------------------------------------------------------

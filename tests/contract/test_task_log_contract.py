@@ -1,5 +1,6 @@
-"""The TaskLog contract, run against the InMemoryTaskLog fake and the FileTaskLog on real files:
-appends get sequence numbers, illegal transitions append nothing, names must be slugs, a torn
+"""The TaskLog contract, run against the InMemoryTaskLog fake, the FileTaskLog on real files and
+the PostgresTaskLog on a real PostgreSQL (`tests/support/postgres.py`): appends get sequence
+numbers, illegal transitions append nothing, names must be slugs, a torn
 last line is ignored on read (reported) and cut off by the next append, a corrupt line in the
 middle stops reading with its line number and refuses appends, logs are listed."""
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from soong_agent.adapters.postgres import PostgresSettings, PostgresSyncDatabase, PostgresTaskLog
+from soong_agent.adapters.postgres.task_sql import TABLES
 from soong_agent.adapters.tasks import FileTaskLog
 from soong_agent.domain.tasks import fold
 from soong_agent.ports.tasks import (
@@ -24,6 +27,7 @@ from soong_agent.ports.tasks import (
     TaskTransitionRefused,
 )
 from soong_agent.testing import InMemoryTaskLog
+from tests.support.postgres_lines import LinesInDatabase
 
 SES = "ses_1"
 T0 = 1_767_225_600.0
@@ -38,12 +42,20 @@ class Backend:
         self.put = put
 
 
-def fake_backend(tmp_path: Path) -> Backend:
+def fake_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
     fake = InMemoryTaskLog()
     return Backend(fake, fake.raw, fake.put_raw)
 
 
-def file_backend(tmp_path: Path) -> Backend:
+def postgres_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
+    url = str(request.getfixturevalue("postgres_url"))
+    database = PostgresSyncDatabase(PostgresSettings(url))
+    request.addfinalizer(database.close)
+    lines = LinesInDatabase(url, TABLES)  # a hand edit: the log's rows written anew
+    return Backend(PostgresTaskLog(database), lines.raw, lines.put)
+
+
+def file_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Backend:
     log = FileTaskLog(tmp_path / "tasks")
 
     def raw(session: str, name: str) -> bytes:
@@ -60,10 +72,13 @@ def file_backend(tmp_path: Path) -> Backend:
     return Backend(log, raw, put)
 
 
-@pytest.fixture(params=[fake_backend, file_backend], ids=["InMemoryTaskLog", "FileTaskLog"])
+@pytest.fixture(
+    params=[fake_backend, file_backend, postgres_backend],
+    ids=["InMemoryTaskLog", "FileTaskLog", "PostgresTaskLog"],
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    factory: Callable[[Path], Backend] = request.param
-    return factory(tmp_path)
+    factory: Callable[[Path, pytest.FixtureRequest], Backend] = request.param
+    return factory(tmp_path, request)
 
 
 def seed(log: TaskLog, name: str = "build") -> None:
@@ -76,7 +91,7 @@ def seed(log: TaskLog, name: str = "build") -> None:
     )
 
 
-def test_the_fake_and_the_file_log_implement_the_port(backend: Backend) -> None:
+def test_every_backend_implements_the_port(backend: Backend) -> None:
     assert isinstance(backend.log, TaskLog)
 
 

@@ -7,7 +7,8 @@ one `write` loop, fsyncs and unlocks by closing. Read marks are lines of the sam
 unread mail stays unread across a kill until a mark past it is on disk.
 
 Readers take no lock: a line being written shows up as a torn last line and is ignored until
-it is whole. What a process has read is cached by file identity and length, so a call costs
+it is whole. A file gives no notice of a new line: `wait_for_mail` looks at the inbox every
+`poll_s`. What a process has read is cached by file identity and length, so a call costs
 the new lines only; the cache trusts that nobody rewrites an inbox in place (a hand edit is a
 new file: a new inode).
 
@@ -18,6 +19,7 @@ no mail is read or written there; an inbox file that is a link is never opened e
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import threading
@@ -64,12 +66,20 @@ class FileMailbox:
 
     `project`: the project folder; when `root` lies inside it, every folder from the project
     down is opened without following a link. Without it, the same holds from the folder that
-    holds the path's ``.soong-agent`` folder (see `StateDir`).
+    holds the path's ``.soong-agent`` folder (see `StateDir`). `poll_s`: how often
+    `wait_for_mail` looks at the inbox.
     """
 
     def __init__(
-        self, root: str | os.PathLike[str], *, project: str | os.PathLike[str] | None = None
+        self,
+        root: str | os.PathLike[str],
+        *,
+        project: str | os.PathLike[str] | None = None,
+        poll_s: float = 0.25,
     ) -> None:
+        if poll_s <= 0:
+            raise ValueError(f"poll_s must be positive, not {poll_s}")
+        self._poll_s = poll_s
         self._root = Path(root)
         self._dir = StateDir(root, what="its team mailboxes", project=project)
         self._cache: dict[Path, _Cached] = {}
@@ -159,6 +169,20 @@ class FileMailbox:
             if file.endswith(INBOX_SUFFIX) and member_problem(name) is None:
                 names.append(name)
         return sorted(names)
+
+    async def wait_for_mail(self, team: str, member: str, *, timeout_s: float) -> bool:
+        """Look at the inbox every `poll_s` until it holds unread mail (True) or `timeout_s`
+        has passed (False)."""
+        check_names(team, member)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout_s)
+        while True:
+            if await asyncio.to_thread(self.unread, team, member):
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(left, self._poll_s))
 
     def problems(self, team: str, member: str) -> list[str]:
         """The lines of an inbox that were skipped (not a mail nor a read mark), and a torn

@@ -134,14 +134,27 @@ class MemberLoops:
         await self._work(team, member, text, f"{work[0]}/{work[1]}" if work else None)
 
     async def _sleep(self, team: Team, name: str) -> None:
+        """Until a wake-up in this process, mail from anywhere (the mailbox's own wait: a
+        PostgreSQL inbox is woken by a send from another host), or `poll_s`."""
         event = team.wake[name]
         team.sleeping.add(name)
+        woken = asyncio.ensure_future(event.wait())
+        mail = asyncio.ensure_future(
+            self._mailbox.wait_for_mail(team.id, name, timeout_s=self._limits.poll_s)
+        )
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout=self._limits.poll_s)
+            await asyncio.wait(
+                {woken, mail}, timeout=self._limits.poll_s, return_when="FIRST_COMPLETED"
+            )
         finally:
             team.sleeping.discard(name)
             event.clear()
+            for waiting in (woken, mail):
+                waiting.cancel()
+            await asyncio.gather(woken, mail, return_exceptions=True)
+        problem = mail.exception() if mail.done() and not mail.cancelled() else None
+        if problem is not None:
+            raise problem  # the mailbox failed: the loop reports it
 
     async def _work_for(self, team: Team, member: Member) -> tuple[str, str, str] | None:
         """A ready step of the team's task graphs this member may take up, not yet offered to
