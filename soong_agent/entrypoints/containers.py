@@ -103,8 +103,9 @@ class Adapters(containers.DeclarativeContainer):
     compact_provider = providers.Singleton(
         factories.model_provider, loaded, compact_profile, http_client, secrets
     )
-    session_store = providers.Singleton(factories.session_store, loaded, closables)
-    artifact_store = providers.Singleton(factories.artifact_store, loaded, closables)
+    databases = providers.Singleton(factories.StateDatabases, loaded)
+    session_store = providers.Singleton(factories.session_store, loaded, closables, databases)
+    artifact_store = providers.Singleton(factories.artifact_store, loaded, closables, databases)
     filesystem = providers.Singleton(factories.filesystem, loaded)
     context_source = providers.Singleton(_context_source, loaded)
     process_runner = providers.Singleton(factories.process_runner)
@@ -122,8 +123,8 @@ class Adapters(containers.DeclarativeContainer):
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
     agent_source = providers.Singleton(factories.agent_source, loaded)
     storage_target = providers.Singleton(factories.storage_target, loaded)
-    task_log = providers.Singleton(factories.task_log, loaded)
-    mailbox = providers.Singleton(factories.mailbox, loaded)
+    task_log = providers.Singleton(factories.task_log, loaded, closables, databases)
+    mailbox = providers.Singleton(factories.mailbox, loaded, closables, databases)
     worktrees = providers.Singleton(factories.worktrees, loaded)
     snapshots = providers.Singleton(_snapshots)
     recall_profile = providers.Singleton(factories.purpose_profile, loaded, "memory_recall")

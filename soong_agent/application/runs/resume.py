@@ -1,5 +1,6 @@
 """What a resumed session brings to its next root run: the path the run continues (the active
-one, or a branch from one of the session's user messages), and whether the agent definition
+one, or a branch from one of the session's user messages), that it runs in its own project,
+and whether the agent definition
 the session follows was edited since its last run (AGT-3)."""
 
 from __future__ import annotations
@@ -7,10 +8,11 @@ from __future__ import annotations
 from soong_agent.application.runs.spec import RunSpec
 from soong_agent.ports.errors import SessionNotFound, UsageError
 from soong_agent.ports.events import RunStarted
+from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import Message
 from soong_agent.ports.storage import SessionInfo, SessionStore
 
-__all__ = ["definition_changed", "session_path"]
+__all__ = ["definition_changed", "same_project", "session_path"]
 
 
 async def session_path(
@@ -56,3 +58,17 @@ async def definition_changed(store: SessionStore, session_id: str, spec: RunSpec
                 )
             return None
     return None
+
+
+def same_project(session: SessionInfo, root: str, fs: FileSystem) -> None:
+    """A session resumes only in its own project: its context, its files and its commands'
+    folder all belong there (UsageError naming both folders otherwise)."""
+    if session.project_dir == root:
+        return
+    if fs.path_facts(session.project_dir).resolved == fs.path_facts(root).resolved:
+        return
+    raise UsageError(
+        f"session {session.id} belongs to the project {session.project_dir}, not {root}: "
+        "resume it there (the CLI: run it from that folder or with --path; the SDK: "
+        "project_dir)"
+    )

@@ -17,7 +17,7 @@ from soong_agent.application.runs.assembler import RunAssembler, RunSpec
 from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.lineage import Lineage
 from soong_agent.application.runs.recorder import RunRecorder
-from soong_agent.application.runs.resume import definition_changed, session_path
+from soong_agent.application.runs.resume import definition_changed, same_project, session_path
 from soong_agent.application.runs.starter import PreparedRun, RunStarter
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
@@ -28,10 +28,9 @@ from soong_agent.ports.events import (
     ErrorEvent,
     MemoryRecalled,
 )
-from soong_agent.ports.filesystem import FileSystem
 from soong_agent.ports.messages import ImageBlock, Message, PromptWithImages
 from soong_agent.ports.model import ToolChoice
-from soong_agent.ports.storage import SessionInfo
+from soong_agent.ports.storage import SessionClaim, SessionInfo
 from soong_agent.ports.text import safe_text
 
 if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
@@ -189,6 +188,39 @@ class RunService:
             message = PromptWithImages(safe_text(message), images)
         if from_message is not None and session_id is None:
             raise UsageError("from_message needs the session_id of the session to branch")
+        ports = self._assembler.ports
+        # the session is held from before its path is read until the run ends (STORE-2):
+        # a second process resuming it meanwhile is refused, never interleaved
+        claims = [await ports.store.claim_session(session_id)] if session_id is not None else []
+        try:
+            return await self._start(
+                message,
+                claims,
+                session_id,
+                from_message,
+                tool_choice,
+                limits,
+                plan_mode,
+                agent,
+                orchestrator,
+            )
+        except BaseException:  # not launched: the run never holds it
+            for claim in claims:
+                await claim.release()
+            raise
+
+    async def _start(
+        self,
+        message: str,
+        claims: list[SessionClaim],
+        session_id: str | None,
+        from_message: str | None,
+        tool_choice: ToolChoice | None,
+        limits: RunLimits | None,
+        plan_mode: bool,
+        agent: str | None,
+        orchestrator: bool,
+    ) -> Run:
         ports, starter = self._assembler.ports, self.starter
         target = await self._target(session_id, from_message, agent)
         orchestrator = orchestrator or await self._resumes_as_orchestrator(session_id)
@@ -197,6 +229,7 @@ class RunService:
         if session is None:
             title = message.strip().splitlines()[0]
             session = starter.new_session(project_dir=ports.fs.root, title=title, agent=spec.agent)
+            claims.append(await ports.store.claim_session(session.id))
         grants = self._grants.setdefault(session.id, SessionGrants())
         # every branch: what was loaded before (deferred MCP tools, folder instructions)
         earlier = await ports.store.all_messages(session.id) if session_id is not None else []
@@ -219,7 +252,7 @@ class RunService:
             team=self._lead_seat(session.id) if orchestrator else None,
         )
         await self._first_events(prepared, target, recalled, session_id, orchestrator)
-        self._launch(prepared, fresh=session_id is None)
+        self._launch(prepared, fresh=session_id is None, claim=claims.pop())
         return prepared.run
 
     async def _target(
@@ -231,7 +264,7 @@ class RunService:
             return _Target(None, [], agent)
         session, history = await session_path(self._assembler.ports.store, session_id, from_message)
         fs = self._assembler.ports.fs
-        _same_project(session, fs.root, fs)
+        same_project(session, fs.root, fs)
         if agent is None or agent == session.agent:
             return _Target(session, history, session.agent)
         if history:
@@ -302,11 +335,11 @@ class RunService:
             for notice in self._extraction.run_started(session.id):
                 recorder.event(notice.event, **notice.fields)
 
-    def _launch(self, prepared: PreparedRun, *, fresh: bool) -> None:
+    def _launch(self, prepared: PreparedRun, *, fresh: bool, claim: SessionClaim | None) -> None:
         """Start the run's loop and wire what follows it: the session's grants, the memory
         consolidation pass and the extraction job (`fresh`: a new session's run)."""
         session, recorder = prepared.session, prepared.recorder
-        task = self.starter.launch(prepared)
+        task = self.starter.launch(prepared, claim=claim)
         self._active[session.id] = self._active.get(session.id, 0) + 1
         task.add_done_callback(lambda _: self._run_ended(session.id))
         if self._consolidation_of is not None:  # the first run: the job is made (its module
@@ -362,17 +395,3 @@ class RunService:
         grants = self._grants.get(session_id)
         if grants is not None and len(grants) == 0:
             del self._grants[session_id]
-
-
-def _same_project(session: SessionInfo, root: str, fs: FileSystem) -> None:
-    """A session resumes only in its own project: its context, its files and its commands'
-    folder all belong there (UsageError naming both folders otherwise)."""
-    if session.project_dir == root:
-        return
-    if fs.path_facts(session.project_dir).resolved == fs.path_facts(root).resolved:
-        return
-    raise UsageError(
-        f"session {session.id} belongs to the project {session.project_dir}, not {root}: "
-        "resume it there (the CLI: run it from that folder or with --path; the SDK: "
-        "project_dir)"
-    )

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.runs.assembler import AssembledRun, ChildLinks, RunAssembler, RunSpec
@@ -33,7 +34,7 @@ from soong_agent.ports.approval import (
 )
 from soong_agent.ports.events import ChildStarted, PlanModeChanged
 from soong_agent.ports.messages import Message
-from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.ports.storage import RunInfo, SessionClaim, SessionInfo
 from soong_agent.ports.system import Clock, IdGenerator
 
 __all__ = ["NamedApprover", "PreparedRun", "RunStarter", "wait_bounded"]
@@ -194,11 +195,16 @@ class RunStarter:
         )
 
     def launch(
-        self, prepared: PreparedRun, *, parent: RunRecorder | None = None
+        self,
+        prepared: PreparedRun,
+        *,
+        parent: RunRecorder | None = None,
+        claim: SessionClaim | None = None,
     ) -> asyncio.Task[RunResult]:
         """Start the prepared run's loop. A child's lineage is recorded first in its own run
         and, with `parent` (the parent's recorder), in the parent's; then the plan mode it
-        starts in."""
+        starts in. `claim` (the session's, STORE-2) is released when the loop has ended,
+        before the run's result is seen: the next run of the session may start at once."""
         rec = prepared.recorder
         if not prepared.lineage.is_root:
             link = self.started_event(prepared)
@@ -207,12 +213,21 @@ class RunStarter:
             rec.event(ChildStarted, **link)
         if prepared.bound.plan_event is not None:
             rec.event(PlanModeChanged, **prepared.bound.plan_event)
+        loop = prepared.assembled.loop.run(rec, prepared.message, resumed=prepared.resumed)
         task = asyncio.create_task(
-            prepared.assembled.loop.run(rec, prepared.message, resumed=prepared.resumed),
+            loop if claim is None else _holding(claim, loop),
             name=f"soong-{prepared.lineage.kind}-{prepared.run_info.id}",
         )
         prepared.run.attach(task)
         return task
+
+
+async def _holding(claim: SessionClaim, loop: Coroutine[Any, Any, RunResult]) -> RunResult:
+    """The run's loop, with its session held until it ends however it ends."""
+    try:
+        return await loop
+    finally:
+        await asyncio.shield(claim.release())
 
 
 async def wait_bounded(task: asyncio.Task[RunResult], timeout_s: float, cancel_s: float) -> bool:

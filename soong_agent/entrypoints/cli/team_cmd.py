@@ -2,8 +2,8 @@
 
 One line per teammate: name, role (agent definition), status label, current step, unread mail,
 worktree, runs and cost (from the teammate's own session); then the lead's unread mail and the
-team's total cost. Read from the store (the roster mark), the mailbox files and the sessions,
-so it works while the team runs in another process, and after.
+team's total cost. Read from the store (the roster mark), the mailbox and the sessions (files
+or PostgreSQL), so it works while the team runs in another process, and after.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from soong_agent.ports.errors import SessionNotFound
 
 def team_show(session_id: str, path: str | None) -> int:
     async def go() -> int:
-        from soong_agent.adapters.mailbox import FileMailbox
         from soong_agent.application.teams.service import ROSTER_MARK, roster_from_mark
         from soong_agent.entrypoints.cli.session_tree import Spend, session_spend
         from soong_agent.entrypoints.containers import CliContainer
@@ -33,7 +32,7 @@ def team_show(session_id: str, path: str | None) -> int:
             if session is None:
                 raise SessionNotFound(session_id)
             members = roster_from_mark(await store.get_mark(session_id, ROSTER_MARK))
-            mailbox = FileMailbox(loaded.project / ".soong-agent" / "teams", project=loaded.project)
+            mailbox = container.adapters.mailbox()
             out = sys.stdout
             if not members:
                 out.write(f"session {session_id} has no team\n")

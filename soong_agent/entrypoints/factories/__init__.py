@@ -42,6 +42,7 @@ from soong_agent.entrypoints.factories.safety import (
     web_fetcher,
 )
 from soong_agent.entrypoints.factories.stores import (
+    StateDatabases,
     agent_source,
     artifact_store,
     filesystem,
@@ -65,6 +66,7 @@ __all__ = [
     "Knowledge",
     "LazyShellAnalyzer",
     "LazyWebFetcher",
+    "StateDatabases",
     "ToolCatalog",
     "active_plan_reader",
     "agent_presets",

@@ -1,5 +1,11 @@
 """Where a runtime keeps its state: sessions, artifacts, task logs, mailboxes, worktrees, the
-agent definitions and the project's files."""
+agent definitions and the project's files.
+
+`[storage] url` picks the backend of the four stores that hold a session's state (STORE-1):
+SQLite and files (the default), or one PostgreSQL database shared by every process and host
+pointed at it. The PostgreSQL stores share two pools (`StateDatabases`), made at the first store
+that needs one; nothing connects before the first use.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +17,84 @@ from soong_agent.ports.artifacts import ArtifactStore
 
 if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.adapters.postgres import (
+        PostgresDatabase,
+        PostgresSettings,
+        PostgresSyncDatabase,
+    )
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
     from soong_agent.domain.config.storage_section import StorageTarget
     from soong_agent.ports.agents import AgentSource
     from soong_agent.ports.mailbox import Mailbox
+    from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.tasks import TaskLog
     from soong_agent.ports.worktrees import Worktrees
 
 
+Closables = list[Callable[[], Awaitable[None]]]
+
+
+class StateDatabases:
+    """The PostgreSQL pools of one runtime, made at the first store that asks: an async one
+    (sessions, artifacts) and a blocking one (the task log and mailbox, called from threads).
+    Each store closes itself; a pool closes with the last store using it."""
+
+    def __init__(self, loaded: LoadedConfig) -> None:
+        self._loaded = loaded
+        self._async: PostgresDatabase | None = None
+        self._blocking: PostgresSyncDatabase | None = None
+
+    @property
+    def postgres(self) -> bool:
+        """Whether `[storage]` names a PostgreSQL database."""
+        return storage_target(self._loaded).kind == "postgresql"
+
+    def settings(self) -> PostgresSettings:
+        from soong_agent.adapters.postgres import PostgresSettings
+
+        target = storage_target(self._loaded)
+        return PostgresSettings(
+            target.postgres_url or "",
+            password_env=target.password_env,
+            pool_size=target.pool_size,
+            statement_timeout_ms=target.statement_timeout_ms,
+        )
+
+    def pooled(self) -> PostgresDatabase:
+        if self._async is None:
+            from soong_agent.adapters.postgres import PostgresDatabase
+
+            self._async = PostgresDatabase(self.settings())
+        return self._async
+
+    def blocking(self) -> PostgresSyncDatabase:
+        if self._blocking is None:
+            from soong_agent.adapters.postgres import PostgresSyncDatabase
+
+            self._blocking = PostgresSyncDatabase(self.settings())
+        return self._blocking
+
+
 def session_store(
-    loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
-) -> SqliteSessionStore:
+    loaded: LoadedConfig, closables: Closables, databases: StateDatabases | None = None
+) -> SessionStore:
     """The session store `[storage]` names."""
-    _sqlite_only(loaded)
+    databases = databases or StateDatabases(loaded)
+    if databases.postgres:
+        from soong_agent.adapters.postgres import PostgresSessionStore
+
+        pg = PostgresSessionStore(databases.pooled())
+        closables.append(pg.close)
+        return pg
+    return sqlite_session_store(loaded, closables)
+
+
+def sqlite_session_store(loaded: LoadedConfig, closables: Closables) -> SqliteSessionStore:
+    """The SQLite file of `[storage]` (or `context.session_db_path`)."""
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 
-    store = SqliteSessionStore(Path(loaded.config.context.session_db_path))
+    store = SqliteSessionStore(Path(storage_target(loaded).sqlite_path))
     closables.append(store.close)
     return store
 
@@ -45,16 +112,39 @@ def filesystem(loaded: LoadedConfig) -> LocalFileSystem:
     )
 
 
-def task_log(loaded: LoadedConfig) -> TaskLog:
-    """The Task WAL files of `task.wal_dir` (TASK-1): every task tool, the board and the
-    teams read and write them through this one log."""
+def task_log(
+    loaded: LoadedConfig,
+    closables: Closables | None = None,
+    databases: StateDatabases | None = None,
+) -> TaskLog:
+    """The Task WAL (TASK-1): the files of `task.wal_dir`, or the PostgreSQL database of
+    `[storage]`; every task tool, the board and the teams read and write this one log."""
+    if databases is not None and databases.postgres:
+        from soong_agent.adapters.postgres import PostgresTaskLog
+
+        log = PostgresTaskLog(databases.blocking())
+        if closables is not None:
+            closables.append(log.close)
+        return log
     from soong_agent.adapters.tasks import FileTaskLog
 
     return FileTaskLog(loaded.config.task.wal_dir, project=loaded.project)
 
 
-def mailbox(loaded: LoadedConfig) -> Mailbox:
-    """The teams' inboxes under `<project>/.soong-agent/teams` (TEAM-2)."""
+def mailbox(
+    loaded: LoadedConfig,
+    closables: Closables | None = None,
+    databases: StateDatabases | None = None,
+) -> Mailbox:
+    """The teams' inboxes (TEAM-2): under `<project>/.soong-agent/teams`, or in the
+    PostgreSQL database of `[storage]`."""
+    if databases is not None and databases.postgres:
+        from soong_agent.adapters.postgres import PostgresMailbox
+
+        box = PostgresMailbox(databases.blocking())
+        if closables is not None:
+            closables.append(box.close)
+        return box
     from soong_agent.adapters.mailbox import FileMailbox
 
     return FileMailbox(loaded.project / ".soong-agent" / "teams", project=loaded.project)
@@ -78,13 +168,20 @@ def agent_source(loaded: LoadedConfig) -> AgentSource:
 
 
 def artifact_store(
-    loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]]
+    loaded: LoadedConfig, closables: Closables, databases: StateDatabases | None = None
 ) -> ArtifactStore:
-    """The artifact store `[storage]` names."""
-    _sqlite_only(loaded)
+    """The artifact store `[storage]` names (in PostgreSQL, the content is in the database:
+    any host reads what another wrote)."""
+    databases = databases or StateDatabases(loaded)
+    if databases.postgres:
+        from soong_agent.adapters.postgres import PostgresArtifactStore
+
+        pg = PostgresArtifactStore(databases.pooled())
+        closables.append(pg.close)
+        return pg
     from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 
-    store = SqliteArtifactStore(Path(loaded.config.context.session_db_path), loaded.home)
+    store = SqliteArtifactStore(Path(storage_target(loaded).sqlite_path), loaded.home)
     closables.append(store.close)
     return store
 
@@ -96,13 +193,3 @@ def storage_target(loaded: LoadedConfig) -> StorageTarget:
 
     config = loaded.config
     return target(config.storage, config.context.session_db_path)
-
-
-def _sqlite_only(loaded: LoadedConfig) -> None:
-    """Until the PostgreSQL adapters are wired, a postgresql:// URL is refused, never ignored."""
-    if storage_target(loaded).kind != "sqlite":
-        from soong_agent.ports.errors import ConfigError
-
-        raise ConfigError(
-            f"{loaded.path}: storage.url: PostgreSQL storage is not available in this build"
-        )
