@@ -8,6 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from soong_agent.entrypoints.run_options import (
+    parse_limits,
+    with_permission_mode,
+    with_storage_url,
+)
 from soong_agent.ports.errors import UsageError
 
 if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import AgentRuntime`
@@ -19,7 +24,6 @@ if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import
     from soong_agent.application.tools.base import Tool
     from soong_agent.application.tools.function import FunctionTool
     from soong_agent.domain.permissions import PermissionMode
-    from soong_agent.domain.run_limits import RunLimits
     from soong_agent.entrypoints.containers import SdkContainer
     from soong_agent.ports.messages import ImageBlock, Message
     from soong_agent.ports.model import ModelProvider, ToolChoice
@@ -42,41 +46,6 @@ def load(
     )
     project = resolve_project(None if project_dir is None else str(project_dir), cwd=Path.cwd())
     return load_config(home=home_path, project=project)
-
-
-def with_permission_mode(loaded: LoadedConfig, mode: str) -> LoadedConfig:
-    """The loaded config with `permissions.mode` replaced (validated like the file's value)."""
-    import dataclasses
-
-    from pydantic import ValidationError
-
-    from soong_agent.domain.config.schema import PermissionsConfig
-
-    current = loaded.config.permissions
-    try:
-        permissions = PermissionsConfig.model_validate({**current.model_dump(), "mode": mode})
-    except ValidationError as exc:
-        raise UsageError(
-            f"permission_mode: expected 'default', 'accept_edits', 'plan' or 'bypass', "
-            f"found {mode!r}"
-        ) from exc
-    config = loaded.config.model_copy(update={"permissions": permissions})
-    return dataclasses.replace(loaded, config=config)
-
-
-def parse_limits(
-    max_cost_usd: float | None, max_tokens: int | None, max_wall_ms: int | None
-) -> RunLimits | None:
-    """Per-run budgets as the domain type (None when none is set); UsageError when one is not
-    positive."""
-    if max_cost_usd is None and max_tokens is None and max_wall_ms is None:
-        return None
-    from soong_agent.domain.run_limits import RunLimits
-
-    try:
-        return RunLimits(max_cost_usd=max_cost_usd, max_tokens=max_tokens, max_wall_ms=max_wall_ms)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
 
 
 def parse_tool_choice(value: str | ToolChoice | None) -> ToolChoice | None:
@@ -173,6 +142,9 @@ class AgentRuntime:
             run through the same permissions, sandbox, artifacts and events as the built-ins.
         permission_mode: ``"default"``, ``"accept_edits"``, ``"plan"`` (read-only) or
             ``"bypass"``; overrides `permissions.mode` for this runtime.
+        storage_url: replaces `[storage] url` (STORE-1): ``sqlite:///<path>`` or
+            ``postgresql://user@host:port/db`` (its password only through the config's
+            `password_env`); every session, artifact, task log and mailbox is kept there.
         model, session_store, clock, ids: replace the configured adapters (tests, custom
             providers); `compact_model` (default: `model` when given) writes compaction
             summaries.
@@ -190,6 +162,7 @@ class AgentRuntime:
         *,
         tools: Sequence[FunctionTool | Tool] = (),
         permission_mode: PermissionMode | None = None,
+        storage_url: str | None = None,
         model: ModelProvider | None = None,
         compact_model: ModelProvider | None = None,
         session_store: SessionStore | None = None,
@@ -202,6 +175,8 @@ class AgentRuntime:
         self.loaded = load(project_dir, home)
         if permission_mode is not None:
             self.loaded = with_permission_mode(self.loaded, permission_mode)
+        if storage_url is not None:
+            self.loaded = with_storage_url(self.loaded, storage_url)
         container = SdkContainer(loaded=self.loaded)
         if approval is not None:
             from soong_agent.adapters.approvals.callback import CallbackApprover

@@ -38,7 +38,7 @@ class Overrides:
         if self.model is not None:
             loaded = with_model(loaded, self.model)
         if self.permission_mode is not None:
-            from soong_agent.entrypoints.sdk import with_permission_mode
+            from soong_agent.entrypoints.run_options import with_permission_mode
 
             if self.permission_mode not in PERMISSION_MODES:
                 raise UsageError(

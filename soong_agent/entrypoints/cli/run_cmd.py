@@ -51,7 +51,7 @@ def run_command(
     images: tuple[str, ...] = (),
 ) -> int:
     def go() -> int:
-        from soong_agent.entrypoints.sdk import parse_limits
+        from soong_agent.entrypoints.run_options import parse_limits
 
         tolerant_streams()
         if output not in ("text", "json"):
