@@ -28,6 +28,12 @@ from soong_agent.adapters.ossandbox import (
     NoSandbox,
     RefusingSandbox,
 )
+from soong_agent.adapters.postgres import (
+    PostgresArtifactStore,
+    PostgresMailbox,
+    PostgresSessionStore,
+    PostgresTaskLog,
+)
 from soong_agent.adapters.process import SubprocessRunner
 from soong_agent.adapters.process.background import SubprocessBackground
 from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
@@ -66,10 +72,14 @@ PORTS: dict[str, Coverage] = {
         "test_model_contract.py",
     ),
     "SessionStore": Coverage(
-        testing.InMemorySessionStore, (SqliteSessionStore,), "test_session_store_contract.py"
+        testing.InMemorySessionStore,
+        (SqliteSessionStore, PostgresSessionStore),
+        "test_session_store_contract.py",
     ),
     "ArtifactStore": Coverage(
-        testing.InMemoryArtifactStore, (SqliteArtifactStore,), "test_artifact_store_contract.py"
+        testing.InMemoryArtifactStore,
+        (SqliteArtifactStore, PostgresArtifactStore),
+        "test_artifact_store_contract.py",
     ),
     "FileSystem": Coverage(
         testing.InMemoryFileSystem, (LocalFileSystem,), "test_filesystem_contract.py"
@@ -118,11 +128,15 @@ PORTS: dict[str, Coverage] = {
     "SkillSource": Coverage(
         testing.InMemorySkillSource, (HomeSkillSource,), "test_skill_source_contract.py"
     ),
-    "TaskLog": Coverage(testing.InMemoryTaskLog, (FileTaskLog,), "test_task_log_contract.py"),
+    "TaskLog": Coverage(
+        testing.InMemoryTaskLog, (FileTaskLog, PostgresTaskLog), "test_task_log_contract.py"
+    ),
     "AgentSource": Coverage(
         testing.InMemoryAgentSource, (HomeAgentSource,), "test_agent_source_contract.py"
     ),
-    "Mailbox": Coverage(testing.InMemoryMailbox, (FileMailbox,), "test_mailbox_contract.py"),
+    "Mailbox": Coverage(
+        testing.InMemoryMailbox, (FileMailbox, PostgresMailbox), "test_mailbox_contract.py"
+    ),
     "Worktrees": Coverage(testing.InMemoryWorktrees, (GitWorktrees,), "test_worktree_contract.py"),
     "WorkTreeSnapshots": Coverage(
         testing.InMemorySnapshots, (GitSnapshots,), "test_snapshots_contract.py"
