@@ -339,9 +339,9 @@ class AgentRuntime:
         for run in self._runs:
             if not run.done:
                 await run.cancel()
-        closables = self._container.adapters.closables()
-        while closables:
-            await closables.pop()()
+        from soong_agent.entrypoints.closing import close_all
+
+        await close_all(self._container.adapters.closables())
 
     async def __aenter__(self) -> AgentRuntime:
         return self

@@ -87,9 +87,9 @@ class ChatRuntime:
         return f"model {model.name or '(unnamed)'} ({model.provider}, {profile.source})"
 
     async def close(self) -> None:
-        closables = self.container.adapters.closables()
-        while closables:
-            await closables.pop()()
+        from soong_agent.entrypoints.closing import close_all
+
+        await close_all(self.container.adapters.closables())
 
 
 @dataclass

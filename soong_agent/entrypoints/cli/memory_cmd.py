@@ -147,9 +147,9 @@ def memory_consolidate(path: str | None, dry_run: bool) -> int:
                 problems = [f"  warning: {p}" for p in report.problems]
                 return [f"consolidated {folder}:", *done, *problems]
             finally:
-                closables = adapters.closables()
-                while closables:
-                    await closables.pop()()
+                from soong_agent.entrypoints.closing import close_all
+
+                await close_all(adapters.closables())
 
         lines = asyncio.run(work())
         sys.stdout.write(redactor.redact("\n".join(lines)) + "\n")

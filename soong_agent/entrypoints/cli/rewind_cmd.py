@@ -85,9 +85,9 @@ def rewind_command(
                 force=force,
             )
         finally:
-            closables = adapters.closables()
-            while closables:
-                await closables.pop()()
+            from soong_agent.entrypoints.closing import close_all
+
+            await close_all(adapters.closables())
         redactor = adapters.redactor()
         if report.refused:
             return fail(redactor.redact(report_lines(report)[0]), EXIT_FAILED)

@@ -194,9 +194,9 @@ async def _run(
             return fail("run terminated (SIGTERM); the session was saved", EXIT_TERMINATED)
         return _exit_code(result, renderer.clean)
     finally:
-        closables = container.adapters.closables()
-        while closables:
-            await closables.pop()()
+        from soong_agent.entrypoints.closing import close_all
+
+        await close_all(container.adapters.closables())
 
 
 def _set_up_sandboxing_meanwhile(container: CliContainer, loaded: LoadedConfig) -> None:

@@ -13,13 +13,13 @@ import contextlib
 import datetime as dt
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from soong_agent.entrypoints.cli.common import EXIT_OK, guarded
 from soong_agent.ports.errors import UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
     from soong_agent.domain.tasks.state import FoldResult
     from soong_agent.ports.secrets import SecretRedactor
@@ -62,14 +62,11 @@ def _open(path: str | None) -> Iterator[_Opened]:
     try:
         yield _Opened(log, where, redactor)
     finally:
-        closables: list[Callable[[], Any]] = adapters.closables()
+        from soong_agent.entrypoints.closing import close_all
 
-        async def close() -> None:
-            while closables:
-                await closables.pop()()
-
+        closables = adapters.closables()
         if closables:
-            asyncio.run(close())
+            asyncio.run(close_all(closables))
 
 
 def _fold(log: TaskLog, session_id: str, name: str) -> tuple[FoldResult, list[str]]:

@@ -61,8 +61,8 @@ def team_show(session_id: str, path: str | None) -> int:
             out.write(f"team cost: {total.cost_text()}\n")
             return EXIT_OK
         finally:
-            closables = container.adapters.closables()
-            while closables:
-                await closables.pop()()
+            from soong_agent.entrypoints.closing import close_all
+
+            await close_all(container.adapters.closables())
 
     return guarded(lambda: asyncio.run(go()))
