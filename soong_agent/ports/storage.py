@@ -51,6 +51,18 @@ class TurnCommit:
     messages: list[Message] = field(default_factory=list)
     events: list[RunEvent] = field(default_factory=list)
     at: float = 0.0
+    fence: RunFence | None = None
+    """A queued run's lease (WORK-2): the store writes the batch only while the run queue
+    still holds this fence for the run, checked in the same transaction; else `LeaseLost`
+    (`ports.run_queue`) and nothing is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunFence:
+    """The fence of the lease a worker holds on a queued run (`ports.run_queue`)."""
+
+    run_id: str
+    fence: int
 
 
 class SessionBusy(UsageError):
