@@ -25,6 +25,7 @@ def merge(batches: list[TurnCommit]) -> TurnCommit:
         messages=[m for b in batches for m in b.messages],
         events=[e for b in batches for e in b.events],
         at=last.at,
+        fence=last.fence,
     )
 
 

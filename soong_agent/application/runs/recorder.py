@@ -42,7 +42,7 @@ from soong_agent.ports.events import (
 )
 from soong_agent.ports.messages import Message
 from soong_agent.ports.secrets import SecretRedactor
-from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore, TurnCommit
+from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo, SessionStore, TurnCommit
 from soong_agent.ports.system import Clock, IdGenerator
 
 _STREAMED = (TextDeltaEvent, ThinkingDeltaEvent)
@@ -101,6 +101,9 @@ class RunRecorder:
         self._held: dict[type[Any], HeldStream] = {}
         self._memo: dict[str, str] = self._scrubber.memo if self._scrubber is not None else {}
         """Texts scrubbed since the last batch (`Scrubber.memo`)."""
+        self.fence: RunFence | None = None
+        """The lease of the worker running this queued run (WORK-2): every batch carries it,
+        and the store refuses the batch once another worker took the run over."""
         self.rewritten = False
         """Whether the active path was replaced (a compaction, a pruned loop): the session's
         earlier messages are then no longer all in `history`."""
@@ -229,7 +232,9 @@ class RunRecorder:
         run = self.run_info
         if self._scrubber is not None:
             session, run = self._scrubber.headers(session, run)
-        await self._store.commit(TurnCommit(session=session, run=run, at=self._now()))
+        await self._store.commit(
+            TurnCommit(session=session, run=run, at=self._now(), fence=self.fence)
+        )
 
     async def commit(self) -> None:
         """Write everything since the last boundary in one transaction."""
@@ -265,6 +270,13 @@ class RunRecorder:
             session, run = scrubber.headers(session, run)
             messages = [scrubber.message(m) for m in messages]
             self._memo.clear()
-        batch = TurnCommit(session=session, run=run, messages=messages, events=self._events, at=now)
+        batch = TurnCommit(
+            session=session,
+            run=run,
+            messages=messages,
+            events=self._events,
+            at=now,
+            fence=self.fence,
+        )
         self._messages, self._events = [], []
         return batch

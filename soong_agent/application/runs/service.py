@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from soong_agent.application.children.launcher import ORCHESTRATOR_MARK, ChildRuns
@@ -17,8 +16,9 @@ from soong_agent.application.runs.assembler import RunAssembler, RunSpec
 from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.lineage import Lineage
 from soong_agent.application.runs.recorder import RunRecorder
+from soong_agent.application.runs.request import StartRequest, Target
 from soong_agent.application.runs.resume import definition_changed, same_project, session_path
-from soong_agent.application.runs.starter import PreparedRun, RunStarter
+from soong_agent.application.runs.starter import Assigned, PreparedRun, RunStarter
 from soong_agent.domain.budget import ContextBudget
 from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
@@ -28,9 +28,9 @@ from soong_agent.ports.events import (
     ErrorEvent,
     MemoryRecalled,
 )
-from soong_agent.ports.messages import ImageBlock, Message, PromptWithImages
+from soong_agent.ports.messages import ImageBlock, PromptWithImages
 from soong_agent.ports.model import ToolChoice
-from soong_agent.ports.storage import SessionClaim, SessionInfo
+from soong_agent.ports.storage import SessionClaim
 from soong_agent.ports.text import safe_text
 
 if TYPE_CHECKING:  # imported when first used: not on the way to a run's first request
@@ -41,17 +41,6 @@ if TYPE_CHECKING:  # imported when first used: not on the way to a run's first r
 
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    """The session a root run goes into (None: a new one), the path it continues, the agent
-    it runs and, when a blank session switched agents, (the previous, the new one)."""
-
-    session: SessionInfo | None
-    history: list[Message]
-    agent: str | None
-    switched: tuple[str | None, str] | None = None
 
 
 class RunService:
@@ -170,6 +159,7 @@ class RunService:
         agent: str | None = None,
         orchestrator: bool = False,
         images: Sequence[ImageBlock] = (),
+        assigned: Assigned | None = None,
     ) -> Run:
         """Begin a run in the background and return its handle.
 
@@ -181,6 +171,7 @@ class RunService:
         `orchestrator` gives the run `dispatch_worker` over the declared worker pools (AGT-4;
         a UsageError without a usable pool); a session that dispatched work resumes so.
         `images` go into the user message, before its text (PROV-7; checked by the caller).
+        `assigned`: a queued run's ids and its worker's lease (a new session gets its id).
         """
         if not message.strip():
             raise UsageError("the message is empty; say what the agent should do")
@@ -193,9 +184,8 @@ class RunService:
         # a second process resuming it meanwhile is refused, never interleaved
         claims = [await ports.store.claim_session(session_id)] if session_id is not None else []
         try:
-            return await self._start(
+            request = StartRequest(
                 message,
-                claims,
                 session_id,
                 from_message,
                 tool_choice,
@@ -203,24 +193,22 @@ class RunService:
                 plan_mode,
                 agent,
                 orchestrator,
+                assigned,
             )
+            return await self._start(request, claims)
         except BaseException:  # not launched: the run never holds it
             for claim in claims:
                 await claim.release()
             raise
 
-    async def _start(
-        self,
-        message: str,
-        claims: list[SessionClaim],
-        session_id: str | None,
-        from_message: str | None,
-        tool_choice: ToolChoice | None,
-        limits: RunLimits | None,
-        plan_mode: bool,
-        agent: str | None,
-        orchestrator: bool,
-    ) -> Run:
+    async def _start(self, request: StartRequest, claims: list[SessionClaim]) -> Run:
+        message, session_id, plan_mode = request.message, request.session_id, request.plan_mode
+        from_message, agent, assigned = request.from_message, request.agent, request.assigned
+        tool_choice, limits, orchestrator = (
+            request.tool_choice,
+            request.limits,
+            request.orchestrator,
+        )
         ports, starter = self._assembler.ports, self.starter
         target = await self._target(session_id, from_message, agent)
         orchestrator = orchestrator or await self._resumes_as_orchestrator(session_id)
@@ -228,7 +216,12 @@ class RunService:
         session = target.session
         if session is None:
             title = message.strip().splitlines()[0]
-            session = starter.new_session(project_dir=ports.fs.root, title=title, agent=spec.agent)
+            session = starter.new_session(
+                project_dir=ports.fs.root,
+                title=title,
+                agent=spec.agent,
+                session_id=assigned.session_id if assigned is not None else None,
+            )
             claims.append(await ports.store.claim_session(session.id))
         grants = self._grants.setdefault(session.id, SessionGrants())
         # every branch: what was loaded before (deferred MCP tools, folder instructions)
@@ -250,30 +243,33 @@ class RunService:
             mcp_loaded=loaded_in(earlier),  # tools a tool_search loaded stay loaded
             children=self.children,
             team=self._lead_seat(session.id) if orchestrator else None,
+            run_id=assigned.run_id if assigned is not None else None,
         )
+        if assigned is not None:
+            prepared.recorder.fence = assigned.fence
         await self._first_events(prepared, target, recalled, session_id, orchestrator)
         self._launch(prepared, fresh=session_id is None, claim=claims.pop())
         return prepared.run
 
     async def _target(
         self, session_id: str | None, from_message: str | None, agent: str | None
-    ) -> _Target:
+    ) -> Target:
         """The session the run goes into (None: a new one), the path it continues and the
         agent it runs: a resumed session keeps its preset, a blank one may switch (AGT-3)."""
         if session_id is None:
-            return _Target(None, [], agent)
+            return Target(None, [], agent)
         session, history = await session_path(self._assembler.ports.store, session_id, from_message)
         fs = self._assembler.ports.fs
         same_project(session, fs.root, fs)
         if agent is None or agent == session.agent:
-            return _Target(session, history, session.agent)
+            return Target(session, history, session.agent)
         if history:
             raise UsageError(
                 f"session {session_id} runs the agent {session.agent or 'default'!r}; "
                 "the agent can be switched only while a session has no messages"
             )
         switched = dataclasses.replace(session, agent=agent)
-        return _Target(switched, history, agent, switched=(session.agent, agent))
+        return Target(switched, history, agent, switched=(session.agent, agent))
 
     async def _resumes_as_orchestrator(self, session_id: str | None) -> bool:
         """Whether a resumed session dispatched work to workers: it resumes as an
@@ -308,7 +304,7 @@ class RunService:
     async def _first_events(
         self,
         prepared: PreparedRun,
-        target: _Target,
+        target: Target,
         recalled: Recalled | None,
         session_id: str | None,
         orchestrator: bool,

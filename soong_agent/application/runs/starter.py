@@ -34,7 +34,7 @@ from soong_agent.ports.approval import (
 )
 from soong_agent.ports.events import ChildStarted, PlanModeChanged
 from soong_agent.ports.messages import Message
-from soong_agent.ports.storage import RunInfo, SessionClaim, SessionInfo
+from soong_agent.ports.storage import RunFence, RunInfo, SessionClaim, SessionInfo
 from soong_agent.ports.system import Clock, IdGenerator
 
 __all__ = ["NamedApprover", "PreparedRun", "RunStarter", "wait_bounded"]
@@ -54,6 +54,16 @@ class NamedApprover:
 
     async def review_plan(self, request: ApprovalRequest) -> PlanReview:
         return await self._inner.review_plan(dataclasses.replace(request, agent=self._agent))
+
+
+@dataclass(frozen=True, slots=True)
+class Assigned:
+    """The ids a queued run was given when it was submitted, and the lease of the worker
+    that starts it (WORK-1, WORK-2): its batches carry the fence."""
+
+    run_id: str
+    session_id: str
+    fence: RunFence
 
 
 @dataclass(slots=True)
@@ -125,18 +135,20 @@ class RunStarter:
         mcp_loaded: Iterable[str] = (),
         children: ChildLinks | None = None,
         team: Callable[[RunRecorder, RunHooks | None], TeamSeat] | None = None,
+        run_id: str | None = None,
     ) -> PreparedRun:
         """One run of `session` put together (see the module docstring); nothing is written.
 
         `resumed`: the session has stored messages (its plan mode is read from its record);
         `history`: the active path the run continues; `earlier`: every stored message (which
         deferred tools and folder instructions it had loaded); `children`: how the run starts
-        children (None: it may not); `team`: its seat in a team.
+        children (None: it may not); `team`: its seat in a team; `run_id`: the id a queued
+        run was given when it was submitted (WORK-1).
         Raises UsageError (plan mode without the plan tools) and ConfigError (a window too
         small for the run's system prompt) before anything is written.
         """
         run_info = RunInfo(
-            id=self._ids.new_id("run"),
+            id=run_id or self._ids.new_id("run"),
             session_id=session.id,
             started_at=self._clock.now(),
             model=spec.settings.model_label,
