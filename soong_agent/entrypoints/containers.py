@@ -123,6 +123,7 @@ class Adapters(containers.DeclarativeContainer):
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
     agent_source = providers.Singleton(factories.agent_source, loaded)
     storage_target = providers.Singleton(factories.storage_target, loaded)
+    worker_settings = providers.Singleton(factories.worker_settings, loaded)
     task_log = providers.Singleton(factories.task_log, loaded, closables, databases)
     mailbox = providers.Singleton(factories.mailbox, loaded, closables, databases)
     worktrees = providers.Singleton(factories.worktrees, loaded)

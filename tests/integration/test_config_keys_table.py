@@ -1262,6 +1262,28 @@ ROWS: list[Row] = [
         900,
         base=at("storage.url", "postgresql://agent@db.example/agents"),
     ),
+    # [workers]
+    Effect(
+        "workers.heartbeat_ms",
+        at("workers.heartbeat_ms", 1_500),
+        built(lambda c: c.adapters.worker_settings().heartbeat_s),
+        5.0,
+        1.5,
+    ),
+    Effect(
+        "workers.lease_timeout_ms",
+        at("workers.lease_timeout_ms", 60_000),
+        built(lambda c: c.adapters.worker_settings().lease_s),
+        30.0,
+        60.0,
+    ),
+    Effect(
+        "workers.max_attempts",
+        at("workers.max_attempts", 7),
+        built(lambda c: c.adapters.worker_settings().max_attempts),
+        3,
+        7,
+    ),
     # keys that are not settings
     *(
         Refused(key, at(key, 1), "the task board's settings live in [task]")

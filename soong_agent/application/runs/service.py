@@ -182,7 +182,8 @@ class RunService:
         ports = self._assembler.ports
         # the session is held from before its path is read until the run ends (STORE-2):
         # a second process resuming it meanwhile is refused, never interleaved
-        claims = [await ports.store.claim_session(session_id)] if session_id is not None else []
+        held = session_id is not None and (assigned is None or not assigned.fence_only)
+        claims = [await ports.store.claim_session(session_id)] if held and session_id else []
         try:
             request = StartRequest(
                 message,
@@ -222,7 +223,8 @@ class RunService:
                 agent=spec.agent,
                 session_id=assigned.session_id if assigned is not None else None,
             )
-            claims.append(await ports.store.claim_session(session.id))
+            if assigned is None or not assigned.fence_only:
+                claims.append(await ports.store.claim_session(session.id))
         grants = self._grants.setdefault(session.id, SessionGrants())
         # every branch: what was loaded before (deferred MCP tools, folder instructions)
         earlier = await ports.store.all_messages(session.id) if session_id is not None else []
@@ -248,7 +250,7 @@ class RunService:
         if assigned is not None:
             prepared.recorder.fence = assigned.fence
         await self._first_events(prepared, target, recalled, session_id, orchestrator)
-        self._launch(prepared, fresh=session_id is None, claim=claims.pop())
+        self._launch(prepared, fresh=session_id is None, claim=claims.pop() if claims else None)
         return prepared.run
 
     async def _target(

@@ -61,9 +61,13 @@ class Assigned:
     """The ids a queued run was given when it was submitted, and the lease of the worker
     that starts it (WORK-1, WORK-2): its batches carry the fence."""
 
-    run_id: str
+    run_id: str | None
+    """None: a takeover's run, given a new id (the first attempt's run is in the session)."""
     session_id: str
     fence: RunFence
+    fence_only: bool = False
+    """The session is guarded by the fence alone: a takeover whose old holder still holds
+    the session's claim (a frozen process) — the store refuses that holder's batches."""
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, model_validator
 
 from soong_agent.domain.config.section import Section, defaults
-from soong_agent.domain.config.storage_section import StorageConfig
+from soong_agent.domain.config.storage_section import StorageConfig, WorkersConfig
 from soong_agent.domain.config.tool_sections import (
     DEFAULT_SENSITIVE_PATHS,
     HooksConfig,
@@ -304,6 +304,7 @@ class SoongConfig(Section):
     tools: ToolsConfig = Field(default_factory=defaults(ToolsConfig))
     sandbox: SandboxConfig = Field(default_factory=defaults(SandboxConfig))
     storage: StorageConfig = Field(default_factory=defaults(StorageConfig))
+    workers: WorkersConfig = Field(default_factory=defaults(WorkersConfig))
 
     @model_validator(mode="after")
     def _one_sqlite_file(self) -> SoongConfig:

@@ -104,3 +104,24 @@ def storage_target(storage: StorageConfig, session_db_path: str) -> StorageTarge
         pool_size=storage.pool_size,
         statement_timeout_ms=storage.statement_timeout_ms,
     )
+
+
+class WorkersConfig(Section):
+    """How `soong-agent worker` holds queued runs (WORK-2)."""
+
+    heartbeat_ms: int = Field(default=5_000, gt=0)
+    """How often a worker renews the lease of each run it holds."""
+    lease_timeout_ms: int = Field(default=30_000, gt=0)
+    """A lease not renewed for this long is taken over by another worker."""
+    max_attempts: int = Field(default=3, ge=1)
+    """How many times a run is claimed (takeovers included) before it fails."""
+
+    @model_validator(mode="after")
+    def _heartbeat_within_lease(self) -> WorkersConfig:
+        if self.heartbeat_ms >= self.lease_timeout_ms:
+            raise ValueError(
+                f"workers.heartbeat_ms ({self.heartbeat_ms}) must be shorter than "
+                f"workers.lease_timeout_ms ({self.lease_timeout_ms}): a lease would end "
+                "before it is renewed"
+            )
+        return self

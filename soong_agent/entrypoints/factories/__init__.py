@@ -50,6 +50,7 @@ from soong_agent.entrypoints.factories.stores import (
     session_store,
     storage_target,
     task_log,
+    worker_settings,
     worktrees,
 )
 from soong_agent.entrypoints.factories.tools import (
@@ -106,5 +107,6 @@ __all__ = [
     "token_counter",
     "tool_catalog",
     "web_fetcher",
+    "worker_settings",
     "worktrees",
 ]

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
+    from soong_agent.application.workers.worker import WorkerSettings
     from soong_agent.domain.config.storage_section import StorageTarget
     from soong_agent.ports.agents import AgentSource
     from soong_agent.ports.mailbox import Mailbox
@@ -193,3 +194,19 @@ def storage_target(loaded: LoadedConfig) -> StorageTarget:
 
     config = loaded.config
     return target(config.storage, config.context.session_db_path)
+
+
+def worker_settings(loaded: LoadedConfig) -> WorkerSettings:
+    """`[workers]` as a worker's settings (WORK-2); the `worker` command adds its id, its
+    projects and its concurrency."""
+    from soong_agent.application.workers.worker import WorkerSettings
+
+    workers, runtime = loaded.config.workers, loaded.config.runtime
+    return WorkerSettings(
+        worker_id="",
+        projects=(),
+        lease_s=workers.lease_timeout_ms / 1000,
+        heartbeat_s=workers.heartbeat_ms / 1000,
+        max_attempts=workers.max_attempts,
+        cancel_timeout_s=runtime.cancel_timeout_ms / 1000,
+    )

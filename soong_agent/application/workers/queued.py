@@ -1,0 +1,117 @@
+"""Submitting a run to the queue, and starting a claimed one as `soong-agent run` would
+(WORK-1, WORK-2).
+
+A submitted run is given its ids at once (a new session's too), so the submitter can print
+them before any worker has seen it. A worker starts it through the project's `RunService` with
+those ids and its lease's fence. A takeover (a later attempt, after the worker that held it was
+lost) finds the first attempt's run in the session and continues the session from its last
+committed turn, as a resume does, asking the model to carry on: the tool calls that completed
+are in the session and are not run again; one cut off gets its synthesised result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.service import RunService
+from soong_agent.application.runs.starter import Assigned
+from soong_agent.domain.run_limits import RunLimits
+from soong_agent.ports.errors import UsageError
+from soong_agent.ports.run_queue import Lease, QueuedRun, RunOptions, RunQueue
+from soong_agent.ports.storage import RunFence, SessionStore
+from soong_agent.ports.system import Clock, IdGenerator
+
+__all__ = ["TAKEOVER_MESSAGE", "Submission", "start_queued", "submit_run"]
+
+TAKEOVER_MESSAGE = (
+    "The worker that was running this request stopped before it finished. Carry on with the "
+    "request from where the conversation stops; do not redo what is already done."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """What `submit_run` queued."""
+
+    run: QueuedRun
+
+
+async def submit_run(
+    queue: RunQueue,
+    store: SessionStore,
+    *,
+    ids: IdGenerator,
+    clock: Clock,
+    project_dir: str,
+    message: str,
+    session_id: str | None = None,
+    options: RunOptions | None = None,
+) -> QueuedRun:
+    """Queue a run of `project_dir` (WORK-1): into `session_id` (which must exist and belong
+    to the project) or a new session whose id is chosen now. UsageError for an empty message,
+    an unknown session or one of another project; nothing is queued then."""
+    if not message.strip():
+        raise UsageError("the message is empty; say what the agent should do")
+    options = options or RunOptions()
+    if session_id is not None:
+        session = await store.get_session(session_id)
+        if session is None:
+            raise UsageError(f"no session {session_id!r} to queue a run into")
+        if session.project_dir != project_dir:
+            raise UsageError(
+                f"session {session_id} belongs to the project {session.project_dir}, not "
+                f"{project_dir}"
+            )
+        options = _with(options, resume=True)
+    elif options.from_message is not None:
+        raise UsageError("from_message needs the session_id of the session to branch")
+    queued = QueuedRun(
+        id=ids.new_id("run"),
+        session_id=session_id or ids.new_id("ses"),
+        project_dir=project_dir,
+        message=message,
+        options=options,
+        submitted_at=clock.now(),
+    )
+    return await queue.submit(queued)
+
+
+async def start_queued(
+    service: RunService, store: SessionStore, lease: Lease, *, fence_only: bool = False
+) -> Run:
+    """Start the claimed run through `service` (its project's, whose store is `store`), with
+    its ids and the lease's fence. A later attempt whose first one reached the session
+    continues it (see the module docstring)."""
+    queued, opts = lease.run, lease.run.options
+    session = await store.get_session(queued.session_id)
+    earlier = session is not None and any(
+        r.id == queued.id for r in await store.list_runs(queued.session_id)
+    )
+    assigned = Assigned(
+        run_id=None if earlier else queued.id,
+        session_id=queued.session_id,
+        fence=RunFence(queued.id, lease.fence),
+        fence_only=fence_only,
+    )
+    limits = None
+    if opts.max_cost_usd is not None or opts.max_tokens is not None or opts.max_wall_ms:
+        limits = RunLimits(
+            max_cost_usd=opts.max_cost_usd, max_tokens=opts.max_tokens, max_wall_ms=opts.max_wall_ms
+        )
+    return await service.start(
+        TAKEOVER_MESSAGE if earlier else queued.message,
+        session_id=queued.session_id if session is not None else None,
+        from_message=None if earlier else opts.from_message,
+        limits=limits,
+        plan_mode=opts.plan_mode,
+        agent=opts.agent,
+        orchestrator=opts.orchestrator,
+        assigned=assigned,
+    )
+
+
+def _with(options: RunOptions, **changes: object) -> RunOptions:
+    import dataclasses
+
+    return dataclasses.replace(options, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,236 @@
+"""A worker (WORK-2): claims queued runs of the projects it serves, runs each as `soong-agent
+run` would, renews its lease on a heartbeat, and stops on request.
+
+Each held run has a keeper task: it renews the lease every `heartbeat_s`; when the run was
+taken over (`LeaseLost`) it cancels the run at once (the store refuses its batches: it writes
+nothing more); when cancellation was asked for (`runs cancel`, from any process) it cancels the
+run, which ends `cancelled`. When the run ends, its queue record ends with it.
+
+Stopping (`stop` set: SIGTERM or SIGINT in the CLI) ends claiming at once; the runs held are
+given `cancel_timeout_s` to finish, then cancelled and given back to the queue (`release`), so
+another worker takes them up without counting an attempt against them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from soong_agent.application.runs.handle import Run, RunResult
+from soong_agent.ports.errors import SoongAgentError, UsageError
+from soong_agent.ports.run_queue import Lease, LeaseLost, QueueStatus, RunQueue
+from soong_agent.ports.storage import SessionBusy
+from soong_agent.ports.system import Clock
+
+__all__ = ["StartClaimed", "Worker", "WorkerSettings", "WorkerTally"]
+
+log = logging.getLogger(__name__)
+
+StartClaimed = Callable[[Lease, bool], Awaitable[Run]]
+"""Start a claimed run (the bool: guarded by the fence alone, see `Assigned.fence_only`)."""
+
+_STATUS: dict[str, QueueStatus] = {"completed": "completed", "cancelled": "cancelled"}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """How a worker works (`[workers]` and the `worker` command's options)."""
+
+    worker_id: str
+    projects: tuple[str, ...]
+    concurrency: int = 1
+    lease_s: float = 30.0
+    heartbeat_s: float = 5.0
+    max_attempts: int = 3
+    cancel_timeout_s: float = 5.0
+    idle_poll_s: float = 1.0
+    """The longest a worker waits between looks at the queue when no notice wakes it."""
+
+
+@dataclass(slots=True)
+class WorkerTally:
+    """What a worker did, for its log line at exit."""
+
+    claimed: int = 0
+    finished: dict[str, int] = field(default_factory=dict)
+    lost: int = 0
+    released: int = 0
+
+
+class Worker:
+    """Claims and runs queued runs until `stop` is set (see the module docstring)."""
+
+    def __init__(
+        self,
+        queue: RunQueue,
+        start: StartClaimed,
+        clock: Clock,
+        settings: WorkerSettings,
+        *,
+        report: Callable[[str], None] | None = None,
+    ) -> None:
+        if settings.concurrency < 1:
+            raise UsageError(f"a worker runs at least one run at once, not {settings.concurrency}")
+        if not settings.projects:
+            raise UsageError("a worker serves at least one project folder")
+        self._queue = queue
+        self._start = start
+        self._clock = clock
+        self._settings = settings
+        self._report = report or (lambda _line: None)
+        self._held: dict[asyncio.Task[None], Lease] = {}
+        self._runs: dict[str, Run] = {}
+        self.tally = WorkerTally()
+
+    async def serve(self, stop: asyncio.Event) -> WorkerTally:
+        """Claim and run until `stop` is set; then finish or give back what is held."""
+        s = self._settings
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while not stop.is_set():
+                if len(self._held) < s.concurrency and await self._claim_one():
+                    continue  # there may be more
+                waits: set[asyncio.Future[Any]] = {stopping}
+                if len(self._held) < s.concurrency:
+                    waits.add(asyncio.ensure_future(self._queue.wait_for_work(s.idle_poll_s)))
+                waits |= set(self._held)  # a slot frees up
+                done, pending = await asyncio.wait(
+                    waits, timeout=s.idle_poll_s, return_when=asyncio.FIRST_COMPLETED
+                )
+                for extra in (pending | done) - {stopping} - set(self._held):
+                    extra.cancel()
+        finally:
+            stopping.cancel()
+            await self._wind_down()
+        return self.tally
+
+    async def _claim_one(self) -> bool:
+        s = self._settings
+        try:
+            lease = await self._queue.claim(
+                s.worker_id,
+                s.projects,
+                lease_s=s.lease_s,
+                max_attempts=s.max_attempts,
+                now=self._clock.now(),
+            )
+        except SoongAgentError as exc:  # the store is unreachable: said, then tried again
+            self._report(f"could not claim a run: {exc}")
+            return False
+        if lease is None:
+            return False
+        self.tally.claimed += 1
+        task = asyncio.create_task(self._hold(lease), name=f"soong-worker-{lease.run.id}")
+        self._held[task] = lease
+        task.add_done_callback(self._held.pop)
+        return True
+
+    async def _hold(self, lease: Lease) -> None:
+        """Run the claimed run to its end under its lease."""
+        queued = lease.run
+        self._report(f"run {queued.id} (session {queued.session_id}, attempt {queued.attempts})")
+        try:
+            run = await self._start(lease, queued.attempts > 1)
+        except SessionBusy as exc:
+            if queued.attempts > 1:  # a frozen holder keeps its claim: the fence guards
+                run = await self._start(lease, True)
+            else:  # someone runs the session by hand: the run waits its turn
+                self._report(f"run {queued.id}: {exc}; back to the queue")
+                await self._give_back(lease)
+                await asyncio.sleep(self._settings.idle_poll_s)
+                return
+        except (SoongAgentError, OSError, ValueError) as exc:
+            await self._end(lease, "failed", f"the run could not start: {exc}")
+            return
+        self._runs[queued.id] = run
+        keeper = asyncio.create_task(self._keep(lease, run))
+        try:
+            result = await run.wait()
+        finally:
+            keeper.cancel()
+            await asyncio.wait({keeper})  # its LeaseLost, if any, is read below
+            self._runs.pop(queued.id, None)
+        current = self._lease_of(queued.id) or lease
+        if keeper_lost(keeper):
+            self.tally.lost += 1
+            self._report(f"run {queued.id}: taken over by another worker; stopped")
+            return
+        await self._end(current, _STATUS.get(result.status, "failed"), _reason(result))
+
+    def _lease_of(self, run_id: str) -> Lease | None:
+        return next((lease for lease in self._held.values() if lease.run.id == run_id), None)
+
+    async def _keep(self, lease: Lease, run: Run) -> None:
+        """Renew the lease every heartbeat; cancel the run when it was taken over or its
+        cancellation was asked for. Returns (with `LeaseLost` as its exception) when lost."""
+        s = self._settings
+        while True:
+            await asyncio.sleep(s.heartbeat_s)
+            try:
+                lease = await self._queue.renew(lease, lease_s=s.lease_s, now=self._clock.now())
+            except LeaseLost:
+                await run.cancel()
+                raise
+            except SoongAgentError as exc:  # the store is away: the lease may still be good
+                self._report(f"run {lease.run.id}: could not renew its lease: {exc}")
+                continue
+            for task, held in list(self._held.items()):
+                if held.run.id == lease.run.id:
+                    self._held[task] = lease
+            if lease.run.cancel_requested:
+                self._report(f"run {lease.run.id}: cancellation asked for")
+                await run.cancel()  # it ends `cancelled`; its holder records that
+                return
+
+    async def _end(self, lease: Lease, status: QueueStatus, reason: str) -> None:
+        try:
+            await self._queue.finish(lease, status, reason=reason, now=self._clock.now())
+        except LeaseLost:
+            self.tally.lost += 1
+            self._report(f"run {lease.run.id}: taken over before it ended; its end not recorded")
+            return
+        self.tally.finished[status] = self.tally.finished.get(status, 0) + 1
+        self._report(f"run {lease.run.id}: {status}{f' ({reason})' if reason else ''}")
+
+    async def _give_back(self, lease: Lease) -> None:
+        try:
+            await self._queue.release(lease, now=self._clock.now())
+            self.tally.released += 1
+        except LeaseLost:
+            self.tally.lost += 1
+
+    async def _wind_down(self) -> None:
+        """Give the held runs `cancel_timeout_s` to end; cancel the rest and give them back."""
+        if not self._held:
+            return
+        held = dict(self._held)
+        self._report(f"stopping: waiting for {len(held)} run(s) to end")
+        _done, late = await asyncio.wait(set(held), timeout=self._settings.cancel_timeout_s)
+        for task in late:
+            lease = held[task]
+            run = self._runs.get(lease.run.id)
+            task.cancel()
+            if run is not None:
+                await run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await self._give_back(lease)
+            self._report(f"run {lease.run.id}: given back to the queue")
+
+
+def keeper_lost(keeper: asyncio.Task[None]) -> bool:
+    """Whether the keeper ended because the lease was taken over."""
+    if not keeper.done() or keeper.cancelled():
+        return False
+    return isinstance(keeper.exception(), LeaseLost)
+
+
+def _reason(result: RunResult) -> str:
+    if result.status == "completed":
+        return ""
+    detail = result.reason or (str(result.error) if result.error is not None else "")
+    return f"{result.status}: {detail}" if detail else result.status
