@@ -84,6 +84,7 @@ class Worker:
         self._report = report or (lambda _line: None)
         self._held: dict[asyncio.Task[None], Lease] = {}
         self._runs: dict[str, Run] = {}
+        self._renewed: dict[str, Lease] = {}  # by run id: the lease as last renewed
         self.tally = WorkerTally()
 
     async def serve(self, stop: asyncio.Event) -> WorkerTally:
@@ -154,15 +155,12 @@ class Worker:
             keeper.cancel()
             await asyncio.wait({keeper})  # its LeaseLost, if any, is read below
             self._runs.pop(queued.id, None)
-        current = self._lease_of(queued.id) or lease
+        current = self._renewed.pop(queued.id, lease)
         if keeper_lost(keeper):
             self.tally.lost += 1
             self._report(f"run {queued.id}: taken over by another worker; stopped")
             return
         await self._end(current, _STATUS.get(result.status, "failed"), _reason(result))
-
-    def _lease_of(self, run_id: str) -> Lease | None:
-        return next((lease for lease in self._held.values() if lease.run.id == run_id), None)
 
     async def _keep(self, lease: Lease, run: Run) -> None:
         """Renew the lease every heartbeat; cancel the run when it was taken over or its
@@ -178,9 +176,7 @@ class Worker:
             except SoongAgentError as exc:  # the store is away: the lease may still be good
                 self._report(f"run {lease.run.id}: could not renew its lease: {exc}")
                 continue
-            for task, held in list(self._held.items()):
-                if held.run.id == lease.run.id:
-                    self._held[task] = lease
+            self._renewed[lease.run.id] = lease
             if lease.run.cancel_requested:
                 self._report(f"run {lease.run.id}: cancellation asked for")
                 await run.cancel()  # it ends `cancelled`; its holder records that
@@ -211,7 +207,7 @@ class Worker:
         self._report(f"stopping: waiting for {len(held)} run(s) to end")
         _done, late = await asyncio.wait(set(held), timeout=self._settings.cancel_timeout_s)
         for task in late:
-            lease = held[task]
+            lease = self._renewed.get(held[task].run.id, held[task])
             run = self._runs.get(lease.run.id)
             task.cancel()
             if run is not None:
