@@ -1,4 +1,6 @@
-"""`soong-agent config check` (CFG-8): validate and show the resolved config with sources."""
+"""`soong-agent config check` (CFG-8): validate and show the resolved config with sources, and
+reach the store `[storage]` names (STORE-1: the server's version and the schema's, or one line
+saying why it cannot be used; nothing is created)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ def check_config(*, path: str | None) -> int:
     def go() -> int:
         from soong_agent.domain.config.report import render_config_report
         from soong_agent.domain.config.resolve import resolve_all_profiles
+        from soong_agent.entrypoints.cli.storage_cmd import storage_line
         from soong_agent.entrypoints.sdk import load
 
         loaded = load(path, None)
@@ -30,6 +33,9 @@ def check_config(*, path: str | None) -> int:
         )
         sys.stdout.write(report.rstrip("\n") + "\n")
         lines, problems = _budget_lines(loaded, profiles)
+        storage, storage_problem = storage_line(loaded)
+        lines += ["", storage]
+        problems += [storage_problem] if storage_problem else []
         sys.stdout.write("\n".join(lines) + "\n")
         if problems:
             for problem in problems:

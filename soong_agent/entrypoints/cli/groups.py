@@ -1,5 +1,5 @@
 """The CLI's command groups (`sessions`, `config`, `sandbox`, `mcp`, `memory`, `skills`,
-`tasks`, `agents`, `team`, `schema`): each command imports what it runs when it runs."""
+`tasks`, `agents`, `team`, `storage`, `schema`): each command imports what it runs when it runs."""
 
 from __future__ import annotations
 
@@ -63,6 +63,12 @@ team_app = typer.Typer(
     rich_markup_mode=None,
 )
 _add(team_app, name="team")
+storage_app = typer.Typer(
+    help="The store of sessions and artifacts ([storage]): status, migrate, copy.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+_add(storage_app, name="storage")
 
 
 @sessions_app.command("list", cls=Command)
@@ -279,6 +285,87 @@ def skills_list(path: PathOption = None) -> None:
     from soong_agent.entrypoints.cli.skills_cmd import skills_list as body
 
     raise typer.Exit(body(path))
+
+
+@storage_app.command("status", cls=Command)
+def storage_status(path: PathOption = None) -> None:
+    """Print the configured store and, for PostgreSQL, the server's version and whether the
+    schema is current; creates nothing (a database that cannot be reached exits 2)."""
+    from soong_agent.entrypoints.cli.storage_cmd import storage_status as body
+
+    raise typer.Exit(body(path))
+
+
+@storage_app.command("migrate", cls=Command)
+def storage_migrate(path: PathOption = None) -> None:
+    """Bring the PostgreSQL schema to this soong-agent's version (SQLite: nothing to do)."""
+    from soong_agent.entrypoints.cli.storage_cmd import storage_migrate as body
+
+    raise typer.Exit(body(path))
+
+
+@storage_app.command("copy", cls=Command)
+def storage_copy(
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            metavar="URL",
+            help="The store to read: sqlite:///<file> or postgresql://user@host:port/db.",
+        ),
+    ],
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            metavar="URL",
+            help="The PostgreSQL database to write (postgresql://…). Default: [storage] url.",
+        ),
+    ] = None,
+    from_password_env: Annotated[
+        str | None,
+        typer.Option(
+            "--from-password-env",
+            metavar="VAR",
+            help="The variable holding --from's PostgreSQL password (default: libpq's own"
+            " PGPASSWORD or ~/.pgpass).",
+        ),
+    ] = None,
+    to_password_env: Annotated[
+        str | None,
+        typer.Option(
+            "--to-password-env",
+            metavar="VAR",
+            help="The variable holding --to's password. Default: [storage] password_env when"
+            " --to is the configured database, else libpq's own (PGPASSWORD, ~/.pgpass).",
+        ),
+    ] = None,
+    from_home: Annotated[
+        str | None,
+        typer.Option(
+            "--from-home",
+            metavar="DIR",
+            help="Where a SQLite source's artifact files are (DIR/sessions/…). Default: the"
+            " home for the configured file, else the file's folder.",
+        ),
+    ] = None,
+    path: PathOption = None,
+) -> None:
+    """Copy every session (runs, messages, events, marks) and artifact from --from into the
+    PostgreSQL database --to. Run it again to resume: what is there already is skipped, never
+    changed. Passwords come only from environment variables, never from a URL."""
+    from soong_agent.entrypoints.cli.storage_cmd import storage_copy as body
+
+    raise typer.Exit(
+        body(
+            source_url=source,
+            target_url=target,
+            from_password_env=from_password_env,
+            to_password_env=to_password_env,
+            from_home=from_home,
+            path=path,
+        )
+    )
 
 
 def register(app: typer.Typer) -> None:
