@@ -18,6 +18,7 @@ the real adapter (tests/contract):
     AgentSource     InMemoryAgentSource
     Worktrees       InMemoryWorktrees
     Mailbox         InMemoryMailbox
+    RunQueue        InMemoryRunQueue (InMemorySessionStore(run_queue=...) checks fences with it)
     BackgroundProcess  ScriptedBackground (what ScriptedProcessRunner.start returns)
     WorkTreeSnapshots  InMemorySnapshots (over an InMemoryFileSystem)
 
@@ -58,6 +59,7 @@ from soong_agent.adapters.inmemory.process import (
     UnscriptedCommand,
 )
 from soong_agent.adapters.inmemory.redactor import DictSecretRedactor
+from soong_agent.adapters.inmemory.run_queue import InMemoryRunQueue
 from soong_agent.adapters.inmemory.scripted_model import ScriptedModel, ScriptedResponse
 from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
 from soong_agent.adapters.inmemory.shell import SimpleShellAnalyzer
@@ -79,6 +81,7 @@ __all__ = [
     "InMemoryFileSystem",
     "InMemoryMailbox",
     "InMemoryMemoryStore",
+    "InMemoryRunQueue",
     "InMemorySessionStore",
     "InMemorySkillSource",
     "InMemorySnapshots",

@@ -14,6 +14,10 @@ It follows the same contract as `SqliteSessionStore` (the shared contract suite 
 - Marks (`get_mark`/`set_mark`) are compared and set at once; an unknown session's is refused.
 - `claim_session` holds a session until the claim is released; a second claim of a held
   session raises `SessionBusy` (closing the store lets every claim go).
+- A batch fenced with a queued run's lease (`TurnCommit.fence`) is written only while the
+  `run_queue` given to the store (an `InMemoryRunQueue`) holds that fence; else `LeaseLost`
+  and nothing changes. Without a queue no fence holds (as a database without the run's queue
+  row): every fenced batch is refused.
 - After `close()` every method raises `UsageError`.
 
 `commits` keeps every batch given to `commit`, in order, for assertions.
@@ -24,9 +28,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from soong_agent.adapters.inmemory.run_queue import InMemoryRunQueue
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import Message
+from soong_agent.ports.run_queue import LeaseLost
 from soong_agent.ports.storage import (
     RunInfo,
     SessionBusy,
@@ -68,7 +74,8 @@ class InMemorySessionStore:
     commit_survives_cancel = True
     """Its commit never waits: once called, it is done before a cancellation can arrive."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, run_queue: InMemoryRunQueue | None = None) -> None:
+        self._run_queue = run_queue
         self._sessions: dict[str, _SessionData] = {}
         self._runs: dict[str, _RunData] = {}
         self._closed = False
@@ -83,6 +90,9 @@ class InMemorySessionStore:
     async def commit(self, batch: TurnCommit) -> None:
         """Write one turn's messages, events, and session/run state atomically."""
         self._check_open()
+        fence = batch.fence
+        if fence is not None and (self._run_queue is None or not self._run_queue.holds(fence)):
+            raise LeaseLost(fence.run_id, fence.fence)
         s, r = batch.session, batch.run
         existing = self._sessions.get(s.id)
         if r.session_id != s.id and r.session_id not in self._sessions:
