@@ -167,7 +167,26 @@ def test_a_version_1_database_gains_the_marks_table_when_opened(tmp_path: Path) 
     conn.close()
     opened = transactions.open_database(path, lambda: transactions.connect(path, 1000))
     try:
-        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 2
+        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 3
         assert opened.execute(sql.GET_MARK, {"sid": "s", "key": "k"}).fetchall() == []
+    finally:
+        opened.close()
+
+
+def test_a_version_2_database_gains_the_run_queue_when_opened(tmp_path: Path) -> None:
+    from soong_agent.adapters.storage import transactions
+
+    path = tmp_path / "v2.sqlite"
+    conn = transactions.connect(path, 1000)
+    conn.execute("BEGIN IMMEDIATE")
+    tables.create_schema(conn)
+    conn.execute("DROP TABLE run_queue")
+    conn.execute("PRAGMA user_version = 2")
+    conn.execute("COMMIT")
+    conn.close()
+    opened = transactions.open_database(path, lambda: transactions.connect(path, 1000))
+    try:
+        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 3
+        assert opened.execute("SELECT count(*) FROM run_queue").fetchall() == [(0,)]
     finally:
         opened.close()

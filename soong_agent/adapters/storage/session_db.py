@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_core import PydanticSerializationError
 
+from soong_agent.adapters.storage import queue_sql, sql, transactions
 from soong_agent.adapters.storage import rows as dbrows
-from soong_agent.adapters.storage import sql, transactions
 from soong_agent.adapters.storage.run_locks import RunLocks
 from soong_agent.adapters.storage.session_claims import SessionLocks
 from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import MESSAGE_LIST, Message
-from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.ports.run_queue import LeaseLost
+from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -137,7 +138,12 @@ class SessionDatabase:
         messages: list[Message],
         events: list[RunEvent],
         at: float,
+        fence: RunFence | None = None,
     ) -> None:
+        """Write one turn in one `BEGIN IMMEDIATE` transaction. With a `fence`, the run queue's
+        row of its run must still be `running` under that fence, read in the same transaction
+        (a claim, which takes the same write lock, cannot come between): else `LeaseLost` and
+        nothing is written."""
         if any(not m.id for m in messages):
             raise UsageError("every committed message needs an id")
         conn = self.connection()
@@ -169,6 +175,10 @@ class SessionDatabase:
         def work(c: sqlite3.Connection, rows: tuple[Any, Any, list[Any], list[Any]]) -> None:
             session_params, run_params, message_params, event_params = rows
             cursor = c.cursor()
+            if fence is not None:
+                held = (fence.run_id, fence.fence)
+                if cursor.execute(queue_sql.FENCE_HELD, held).fetchone() is None:
+                    raise LeaseLost(fence.run_id, fence.fence)
             cursor.execute(sql.UPSERT_SESSION, session_params)
             if run_params is not None:
                 cursor.execute(sql.UPSERT_RUN, run_params)

@@ -17,14 +17,37 @@ from __future__ import annotations
 import functools
 import re
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Stored in `PRAGMA user_version` once the schema of `tables.py` has been created. It lives here
 (re-exported by `tables`) so that opening a current database needs no sqlmodel import.
 
-2 added `session_marks`; a version-1 database gets it when first opened (every table is created
-`IF NOT EXISTS`)."""
+2 added `session_marks`, 3 the `run_queue` (WORK-1); an older database gets what it lacks when
+first opened (every table is created `IF NOT EXISTS`)."""
 
 SCHEMA_DDL: tuple[str, ...] = (
+    (
+        "CREATE TABLE IF NOT EXISTS run_queue (\n"
+        "\tid VARCHAR NOT NULL, \n"
+        "\tsession_id VARCHAR NOT NULL, \n"
+        "\tproject_dir VARCHAR NOT NULL, \n"
+        "\tmessage TEXT NOT NULL, \n"
+        "\toptions TEXT NOT NULL, \n"
+        "\tstatus VARCHAR NOT NULL, \n"
+        "\tsubmitted_at FLOAT NOT NULL, \n"
+        "\tworker VARCHAR, \n"
+        "\tattempts INTEGER NOT NULL, \n"
+        "\tfence INTEGER NOT NULL, \n"
+        "\tlease_expires_at FLOAT, \n"
+        "\tcancel_requested BOOLEAN NOT NULL, \n"
+        "\treason VARCHAR NOT NULL, \n"
+        "\tfinished_at FLOAT, \n"
+        "\twake INTEGER NOT NULL, \n"
+        "\tPRIMARY KEY (id)\n"
+        ")"
+    ),
+    "CREATE INDEX IF NOT EXISTS ix_run_queue_status_submitted ON run_queue (status, submitted_at)",
+    "CREATE INDEX IF NOT EXISTS ix_run_queue_submitted ON run_queue (submitted_at)",
+    "CREATE INDEX IF NOT EXISTS ix_run_queue_wake ON run_queue (wake)",
     (
         "CREATE TABLE IF NOT EXISTS sessions (\n"
         "\tid VARCHAR NOT NULL, \n"

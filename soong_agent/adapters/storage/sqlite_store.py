@@ -83,7 +83,8 @@ class SqliteSessionStore:
     """A `SessionStore` in one SQLite file; several stores and processes may share the file.
 
     `commit` writes the session and run rows (upserted), the turn's messages and events in one
-    `BEGIN IMMEDIATE` transaction. `updated_at` of the session becomes the later of
+    `BEGIN IMMEDIATE` transaction (a fenced batch also checks the run queue's row of its run,
+    `SqliteRunQueue`, in that transaction). `updated_at` of the session becomes the later of
     `batch.session.updated_at` and `batch.at`. A batch that breaks a constraint (duplicate
     message id or event seq, a run of an unknown session, a message without id) raises
     `UsageError` and writes nothing; a database that cannot be created or opened raises
@@ -136,7 +137,9 @@ class SqliteSessionStore:
         return await done
 
     async def commit(self, batch: TurnCommit) -> None:
-        """Write one turn's messages, events, and session/run state atomically.
+        """Write one turn's messages, events, and session/run state atomically; with
+        `batch.fence`, only while the run queue's row of that run still holds the fence
+        (`LeaseLost` otherwise, nothing written), checked in the same transaction.
 
         Once called, the commit goes through on the worker even when its caller is cancelled
         meanwhile; if it then fails, the next commit (the cancelled run's last) raises that
@@ -150,6 +153,7 @@ class SqliteSessionStore:
             list(batch.messages),
             list(batch.events),
             batch.at,
+            batch.fence,
             abandoned=self._abandoned,
         )
 

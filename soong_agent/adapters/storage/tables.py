@@ -159,12 +159,43 @@ class SessionMarkRow(_Base, table=True):
     updated_at: float
 
 
+class QueuedRunRow(_Base, table=True):
+    """One run of the run queue (WORK-1, WORK-2): what a worker needs to start it, and where it
+    stands (`ports.run_queue.QueuedRun`). `options` holds the run's options as a JSON object;
+    `wake` is the queue's change counter when the run was last submitted, released or cancelled
+    (the largest is what a waiting worker polls). Submit order is the rowid."""
+
+    __tablename__ = "run_queue"
+    __table_args__ = (
+        Index("ix_run_queue_status_submitted", "status", "submitted_at"),
+        Index("ix_run_queue_submitted", "submitted_at"),
+        Index("ix_run_queue_wake", "wake"),
+    )
+
+    id: str = Field(primary_key=True)
+    session_id: str
+    project_dir: str
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    options: str = Field(sa_column=Column(Text, nullable=False))
+    status: str
+    submitted_at: float
+    worker: str | None = None
+    attempts: int = 0
+    fence: int = 0
+    lease_expires_at: float | None = None
+    cancel_requested: bool = False
+    reason: str = ""
+    finished_at: float | None = None
+    wake: int = 0
+
+
 sessions = METADATA.tables["sessions"]
 runs = METADATA.tables["runs"]
 messages = METADATA.tables["messages"]
 events = METADATA.tables["events"]
 artifacts = METADATA.tables["artifacts"]
 session_marks = METADATA.tables["session_marks"]
+run_queue = METADATA.tables["run_queue"]
 
 
 # --- DDL -----------------------------------------------------------------------------------------
