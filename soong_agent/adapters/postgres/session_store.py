@@ -41,9 +41,11 @@ class PostgresSessionStore:
     """A `SessionStore` in a PostgreSQL database (`PostgresDatabase`), shared by processes.
 
     `commit` writes the session and run rows (upserted), the turn's messages and events in one
-    transaction. A batch that breaks a constraint (duplicate message id or event seq, a run of
-    an unknown session, a message without id) raises `UsageError` and writes nothing; a commit
-    whose connection is lost is tried once more on a new one, then raises `RunError`.
+    transaction; a batch fenced with a queued run's lease only while the run queue's row of the
+    run still holds that fence (`LeaseLost` otherwise, nothing written). A batch that breaks a
+    constraint (duplicate message id or event seq, a run of an unknown session, a message
+    without id) raises `UsageError` and writes nothing; a commit whose connection is lost is
+    tried once more on a new one, then raises `RunError`.
     """
 
     commit_survives_cancel = True
@@ -115,6 +117,7 @@ class PostgresSessionStore:
             list(batch.events),
             batch.at,
             where=self._db.where,
+            fence=batch.fence,
         )
         if write_run and run.status == "running":
             await self._leases.hold_run(run.id)  # before the row exists: see `leases`

@@ -1,5 +1,6 @@
 """One turn written to PostgreSQL in one transaction: the session and run rows (upserted), the
-new messages and events.
+new messages and events. A turn fenced with a queued run's lease first checks, in the same
+transaction, that the run queue's row still holds the fence (else `LeaseLost`, nothing written).
 
 The statements of a turn go to the server in one pipeline (no round trip per statement); a
 turn with many events (text deltas) sends them with `COPY`, the cheapest way in. Each message's
@@ -19,10 +20,12 @@ from pydantic_core import PydanticSerializationError
 
 from soong_agent.adapters.postgres import rows as dbrows
 from soong_agent.adapters.postgres import session_sql as sql
+from soong_agent.adapters.postgres.queue_sql import FENCE_HELD
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import Message
-from soong_agent.ports.storage import RunInfo, SessionInfo
+from soong_agent.ports.run_queue import LeaseLost
+from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -39,6 +42,8 @@ class TurnRows:
     run: tuple[Any, ...] | None
     messages: list[tuple[Any, ...]]
     events: list[tuple[Any, ...]]
+    fence: tuple[str, int] | None = None
+    """The run id and fence a queued run's lease must still hold (`FENCE_HELD`)."""
 
     def safe(self) -> TurnRows:
         """The same rows with every text storable (`rows.safe_params`)."""
@@ -59,6 +64,7 @@ def turn_rows(
     at: float,
     *,
     where: str,
+    fence: RunFence | None = None,
 ) -> TurnRows:
     """The rows of a turn; `UsageError` for a message without id or a value JSON cannot hold."""
     if any(not m.id for m in messages):
@@ -85,6 +91,7 @@ def turn_rows(
         run=dbrows.run_params(run) if run is not None else None,
         messages=message_rows,
         events=event_rows,
+        fence=None if fence is None else (fence.run_id, fence.fence),
     )
 
 
@@ -104,7 +111,8 @@ async def write_turn(conn: AsyncConnection[Any], rows: TurnRows, retrying: bool)
 
 
 async def _transaction(conn: AsyncConnection[Any], rows: TurnRows) -> None:
-    if len(rows.events) <= PIPELINED_EVENTS:
+    pipelined = len(rows.events) <= PIPELINED_EVENTS
+    if pipelined and rows.fence is None:
         async with conn.pipeline(), conn.transaction():
             await _headers_and_messages(conn, rows)
             if rows.events:
@@ -112,11 +120,21 @@ async def _transaction(conn: AsyncConnection[Any], rows: TurnRows) -> None:
                     await cur.executemany(sql.INSERT_EVENT, rows.events)
         return
     async with conn.transaction():
+        if rows.fence is not None:
+            # the run's queue row, locked FOR SHARE until the commit: a takeover (which
+            # updates the row) waits for this turn, or this turn finds the fence moved on
+            cur = await conn.execute(FENCE_HELD, rows.fence)
+            if await cur.fetchone() is None:
+                raise LeaseLost(*rows.fence)
         async with conn.pipeline():
             await _headers_and_messages(conn, rows)
-        async with conn.cursor() as cur, cur.copy(sql.COPY_EVENTS) as copy:
-            for row in rows.events:
-                await copy.write_row(row)
+            if pipelined and rows.events:
+                async with conn.cursor() as cur:
+                    await cur.executemany(sql.INSERT_EVENT, rows.events)
+        if not pipelined:
+            async with conn.cursor() as cur, cur.copy(sql.COPY_EVENTS) as copy:
+                for row in rows.events:
+                    await copy.write_row(row)
 
 
 async def _headers_and_messages(conn: AsyncConnection[Any], rows: TurnRows) -> None:
