@@ -124,6 +124,7 @@ class Adapters(containers.DeclarativeContainer):
     agent_source = providers.Singleton(factories.agent_source, loaded)
     storage_target = providers.Singleton(factories.storage_target, loaded)
     worker_settings = providers.Singleton(factories.worker_settings, loaded)
+    run_queue = providers.Singleton(factories.run_queue, loaded, closables, databases)
     task_log = providers.Singleton(factories.task_log, loaded, closables, databases)
     mailbox = providers.Singleton(factories.mailbox, loaded, closables, databases)
     worktrees = providers.Singleton(factories.worktrees, loaded)

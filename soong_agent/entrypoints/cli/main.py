@@ -7,12 +7,13 @@ from typing import Annotated
 
 import typer
 
-from soong_agent.entrypoints.cli import groups
+from soong_agent.entrypoints.cli import groups, queue_groups
 from soong_agent.entrypoints.cli.options import (
     AgentOption,
     ApproveOption,
     Command,
     ContinueOption,
+    DetachOption,
     FromMessageOption,
     ImageOption,
     MaxCostOption,
@@ -39,6 +40,7 @@ app = typer.Typer(
     rich_markup_mode=None,  # plain help: rendering it with rich costs ~100 ms of imports
 )
 groups.register(app)
+queue_groups.register(app)
 
 
 def _version(value: bool) -> None:
@@ -85,11 +87,32 @@ def run(
     approve: ApproveOption = "ask",
     plan: PlanOption = False,
     image: ImageOption = None,
+    detach: DetachOption = False,
 ) -> None:
     """Run the agent on MESSAGE, streaming its answer; tool writes ask on stdin."""
     from soong_agent.entrypoints.cli.overrides import Overrides
 
     overrides = Overrides(model=model, permission_mode=permission_mode, max_turns=max_turns)
+    if detach:
+        from soong_agent.entrypoints.cli.queue_groups import detach_run
+
+        raise typer.Exit(
+            detach_run(
+                message,
+                path=path,
+                session_id=session_id,
+                resume_latest=resume_latest,
+                from_message=from_message,
+                orchestrator=orchestrator,
+                agent=agent,
+                plan=plan,
+                limits=(max_cost, max_tokens, timeout),
+                overrides=overrides,
+                output=output,
+                unsupported={"--tool-choice": tool_choice, "--image": image or None},
+                approve=approve,
+            )
+        )
     if message is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             sys.stderr.write(

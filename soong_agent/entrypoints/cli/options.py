@@ -154,6 +154,13 @@ PlanOption = Annotated[
     bool,
     typer.Option("--plan", help="Start in plan mode: read and write a plan, change nothing else."),
 ]
+DetachOption = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="Queue the run for a worker (soong-agent worker) and print its ids at once.",
+    ),
+]
 
 
 def output_format(value: str) -> str:

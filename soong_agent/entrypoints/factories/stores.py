@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from soong_agent.domain.config.storage_section import StorageTarget
     from soong_agent.ports.agents import AgentSource
     from soong_agent.ports.mailbox import Mailbox
+    from soong_agent.ports.run_queue import RunQueue
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.tasks import TaskLog
     from soong_agent.ports.worktrees import Worktrees
@@ -210,3 +211,22 @@ def worker_settings(loaded: LoadedConfig) -> WorkerSettings:
         max_attempts=workers.max_attempts,
         cancel_timeout_s=runtime.cancel_timeout_ms / 1000,
     )
+
+
+def run_queue(
+    loaded: LoadedConfig, closables: Closables, databases: StateDatabases | None = None
+) -> RunQueue:
+    """The run queue (WORK-1) in the database of `[storage]`: the SQLite file beside the
+    sessions (several workers on one host), or PostgreSQL (workers on many hosts)."""
+    databases = databases or StateDatabases(loaded)
+    if databases.postgres:
+        from soong_agent.adapters.postgres.run_queue import PostgresRunQueue
+
+        pg = PostgresRunQueue(databases.pooled())
+        closables.append(pg.close)
+        return pg
+    from soong_agent.adapters.storage.run_queue import SqliteRunQueue
+
+    queue = SqliteRunQueue(Path(storage_target(loaded).sqlite_path))
+    closables.append(queue.close)
+    return queue
