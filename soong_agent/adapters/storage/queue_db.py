@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from soong_agent.adapters import run_queue_rules as rules
 from soong_agent.adapters.storage import queue_sql as sql
 from soong_agent.adapters.storage import transactions
-from soong_agent.ports.errors import RunError
+from soong_agent.ports.errors import RunError, UsageError
 from soong_agent.ports.run_queue import Lease, LeaseLost, QueuedRun, QueueStatus, RunNotQueued
 
 _T = TypeVar("_T")
@@ -38,8 +38,11 @@ class QueueDatabase:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self._conn: sqlite3.Connection | None = None
+        self._closed = False
 
     def connection(self) -> sqlite3.Connection:
+        if self._closed:  # a give-back queued behind the close opens nothing again
+            raise UsageError(f"the run queue in {self.path} is closed")
         if self._conn is None:
             self._conn = transactions.open_database(
                 self.path, lambda: transactions.connect(self.path, self.busy_timeout_ms)
@@ -54,6 +57,7 @@ class QueueDatabase:
             raise RunError(f"run queue in {self.path}: {exc}") from exc
 
     def close(self) -> None:
+        self._closed = True
         if self._conn is not None:
             self._conn.close()
         self._conn = None
