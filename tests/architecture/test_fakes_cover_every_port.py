@@ -34,6 +34,7 @@ from soong_agent.adapters.postgres import (
     PostgresSessionStore,
     PostgresTaskLog,
 )
+from soong_agent.adapters.postgres.run_queue import PostgresRunQueue
 from soong_agent.adapters.process import SubprocessRunner
 from soong_agent.adapters.process.background import SubprocessBackground
 from soong_agent.adapters.providers.anthropic_messages import AnthropicMessagesProvider
@@ -44,6 +45,7 @@ from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
 from soong_agent.adapters.shell import TreeSitterShellAnalyzer
 from soong_agent.adapters.skills import HomeSkillSource
 from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
+from soong_agent.adapters.storage.run_queue import SqliteRunQueue
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 from soong_agent.adapters.system.clock import RandomIds, SystemClock
 from soong_agent.adapters.system.context_source import FileContextSource
@@ -138,6 +140,11 @@ PORTS: dict[str, Coverage] = {
         testing.InMemoryMailbox, (FileMailbox, PostgresMailbox), "test_mailbox_contract.py"
     ),
     "Worktrees": Coverage(testing.InMemoryWorktrees, (GitWorktrees,), "test_worktree_contract.py"),
+    "RunQueue": Coverage(
+        testing.InMemoryRunQueue,
+        (SqliteRunQueue, PostgresRunQueue),
+        "test_run_queue_contract.py",
+    ),
     "WorkTreeSnapshots": Coverage(
         testing.InMemorySnapshots, (GitSnapshots,), "test_snapshots_contract.py"
     ),

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from soong_agent.adapters.inmemory.run_queue import InMemoryRunQueue
 from soong_agent.adapters.inmemory.session_store import InMemorySessionStore
+from soong_agent.adapters.postgres import PostgresDatabase, PostgresSessionStore, PostgresSettings
+from soong_agent.adapters.postgres.run_queue import PostgresRunQueue
+from soong_agent.adapters.storage.run_queue import SqliteRunQueue
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import (
@@ -38,7 +42,9 @@ from soong_agent.ports.messages import (
     ToolResultBlock,
     user_text,
 )
+from soong_agent.ports.run_queue import Lease, LeaseLost, QueuedRun, RunQueue
 from soong_agent.ports.storage import (
+    RunFence,
     RunInfo,
     SessionBusy,
     SessionClaim,
@@ -655,3 +661,96 @@ async def test_closing_the_store_lets_its_claims_go(store: SessionStore) -> None
     await claim.release()  # after close: nothing left to let go, and no error
     with pytest.raises(UsageError):
         await store.claim_session("s2")
+
+
+# --- fences (WORK-2: a worker whose lease was taken over writes nothing more) ------------------
+
+
+def fenced_inmemory(_tmp: Path, _request: pytest.FixtureRequest) -> tuple[SessionStore, RunQueue]:
+    queue = InMemoryRunQueue()
+    return InMemorySessionStore(run_queue=queue), queue
+
+
+def fenced_sqlite(tmp: Path, _request: pytest.FixtureRequest) -> tuple[SessionStore, RunQueue]:
+    path = tmp / "db" / "sessions.sqlite"
+    return SqliteSessionStore(path), SqliteRunQueue(path)
+
+
+def fenced_postgres(_tmp: Path, request: pytest.FixtureRequest) -> tuple[SessionStore, RunQueue]:
+    database = PostgresDatabase(PostgresSettings(request.getfixturevalue("postgres_url")))
+    return PostgresSessionStore(database), PostgresRunQueue(database)
+
+
+FENCED: dict[str, Callable[[Path, pytest.FixtureRequest], tuple[SessionStore, RunQueue]]] = {
+    "inmemory": fenced_inmemory,
+    "sqlite": fenced_sqlite,
+    "postgres": fenced_postgres,
+}
+
+
+@pytest.fixture(params=sorted(FENCED))
+async def fenced(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[tuple[SessionStore, RunQueue]]:
+    """A session store and a run queue on the same database."""
+    store, queue = FENCED[request.param](tmp_path, request)
+    yield store, queue
+    await queue.close()
+    await store.close()
+
+
+async def take(queue: RunQueue, worker: str, now: float) -> Lease:
+    lease = await queue.claim(worker, ["/work/p"], lease_s=10, max_attempts=5, now=now)
+    assert lease is not None
+    return lease
+
+
+def fence_of(lease: Lease) -> RunFence:
+    return RunFence(run_id=lease.run.id, fence=lease.fence)
+
+
+def turn(mid: str, parent: str | None, lease: Lease, seq: int) -> TurnCommit:
+    return TurnCommit(
+        session=session("s1", leaf=mid),
+        run=run("r1"),
+        messages=[assistant(mid, parent)],
+        events=[TextDeltaEvent(seq=seq, run_id="r1", session_id="s1", at=T0, text=mid)],
+        fence=fence_of(lease),
+    )
+
+
+async def test_a_commit_under_a_lease_taken_over_writes_nothing(
+    fenced: tuple[SessionStore, RunQueue],
+) -> None:
+    store, queue = fenced
+    await queue.submit(QueuedRun(id="r1", session_id="s1", project_dir="/work/p", message="go"))
+    old = await take(queue, "w1", T0)
+    await store.commit(turn("m1", None, old, 0))  # its lease holds: written
+    new = await take(queue, "w2", T0 + 10)  # the lease ran out: taken over
+
+    with pytest.raises(LeaseLost, match="fence 1"):
+        await store.commit(turn("m2", "m1", old, 1))
+    assert ids(await store.active_path("s1")) == ["m1"]
+    assert [e.seq for e in await store.run_events("r1")] == [0]
+
+    await store.commit(turn("m2", "m1", new, 1))  # the new holder goes on from the last turn
+    assert ids(await store.active_path("s1")) == ["m1", "m2"]
+
+
+async def test_a_commit_fenced_with_an_ended_or_unknown_run_writes_nothing(
+    fenced: tuple[SessionStore, RunQueue],
+) -> None:
+    store, queue = fenced
+    await queue.submit(QueuedRun(id="r1", session_id="s1", project_dir="/work/p", message="go"))
+    lease = await take(queue, "w1", T0)
+    await queue.finish(lease, "cancelled", now=T0 + 1)
+    with pytest.raises(LeaseLost):
+        await store.commit(turn("m1", None, lease, 0))
+    with pytest.raises(LeaseLost):
+        await store.commit(
+            TurnCommit(
+                session=session("s1"), run=run("r1"), fence=RunFence(run_id="ghost", fence=1)
+            )
+        )
+    assert await store.get_session("s1") is None
+    assert list(await store.run_events("r1")) == []
