@@ -13,6 +13,7 @@ from soong_agent.entrypoints.run_options import (
     with_permission_mode,
     with_storage_url,
 )
+from soong_agent.entrypoints.sdk_queue import QueueMethods
 from soong_agent.ports.errors import UsageError
 
 if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import AgentRuntime`
@@ -129,7 +130,7 @@ def _as_tools(items: Sequence[FunctionTool | Tool]) -> list[Tool]:
     return out
 
 
-class AgentRuntime:
+class AgentRuntime(QueueMethods):
     """An agent core bound to one project folder and one soong-agent home.
 
     Args:

@@ -1,0 +1,82 @@
+"""The SDK's queued runs (WORK-1): `submit` returns a run id at once and nothing runs until a
+worker takes it; `watch` yields the run's stored events from the first, whoever runs it;
+`wait` returns the ended run; `cancel_queued` ends a queued run at once; bad input is refused
+with the thing that is wrong named, and nothing is queued."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from soong_agent import AgentRuntime
+from soong_agent.application.workers.queued import start_queued
+from soong_agent.application.workers.worker import Worker
+from soong_agent.ports.errors import UsageError
+from soong_agent.ports.run_queue import Lease, RunNotQueued
+from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, Path]:
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    write_minimal_config(home)
+    return project, home
+
+
+async def test_a_submitted_run_is_run_by_a_worker_watched_and_waited_for(
+    world: tuple[Path, Path],
+) -> None:
+    project, home = world
+    model = ScriptedModel([ScriptedResponse.text("hello from the worker")])
+    async with AgentRuntime(project, home, model=model) as runtime:
+        run_id = await runtime.submit("say hello")
+        queued = await runtime.queued_run(run_id)
+        assert queued.status == "queued" and model.calls == []
+        adapters = runtime._container.adapters
+        services = runtime._container.services
+
+        async def start(lease: Lease, fence_only: bool):  # type: ignore[no-untyped-def]
+            return await start_queued(
+                services.run_service(), adapters.session_store(), lease, fence_only=fence_only
+            )
+
+        settings = dataclasses.replace(
+            adapters.worker_settings(), worker_id="here", projects=(str(project.resolve()),)
+        )
+        stop = asyncio.Event()
+        worker = Worker(adapters.run_queue(), start, adapters.clock(), settings)
+        watching = asyncio.create_task(_collect(runtime, run_id))
+        serving = asyncio.create_task(worker.serve(stop))
+        ended = await runtime.wait(run_id, timeout_s=60)
+        stop.set()
+        await asyncio.wait_for(serving, 60)
+        assert ended.status == "completed" and ended.worker == "here" and ended.attempts == 1
+        kinds = await asyncio.wait_for(watching, 60)
+        assert kinds[0] == "run_started" and kinds[-1] == "run_finished"
+        path = await runtime.session_messages(ended.session_id)
+        assert [m.text for m in path] == ["say hello", "hello from the worker"]
+        assert [r.id for r in await runtime.session_runs(ended.session_id)] == [run_id]
+
+
+async def _collect(runtime: AgentRuntime, run_id: str) -> list[str]:
+    return [event.type async for event in runtime.watch(run_id)]
+
+
+async def test_a_queued_run_is_cancelled_and_bad_input_refused(world: tuple[Path, Path]) -> None:
+    project, home = world
+    async with AgentRuntime(project, home, model=ScriptedModel([])) as runtime:
+        run_id = await runtime.submit("never mind")
+        cancelled = await runtime.cancel_queued(run_id)
+        assert cancelled.status == "cancelled"
+        assert (await runtime.wait(run_id, timeout_s=5)).status == "cancelled"
+        with pytest.raises(UsageError, match="the message is empty"):
+            await runtime.submit("   ")
+        with pytest.raises(UsageError, match="no session 'ses_missing'"):
+            await runtime.submit("go on", session_id="ses_missing")
+        with pytest.raises(RunNotQueued, match="run_missing"):
+            await runtime.queued_run("run_missing")
+        assert [r.id for r in await runtime.queued_runs()] == [run_id]
