@@ -147,3 +147,43 @@ def test_a_queued_run_is_cancelled_at_once(queue_world: CliWorld) -> None:
     assert unknown.returncode == 2 and "no queued run 'run_nope'" in unknown.stderr
     timeout = world.run("runs", "wait", detach(world, "later")[1], "--timeout", "0.2")
     assert timeout.returncode == 124
+
+
+def test_a_frozen_workers_run_is_taken_over_and_the_old_worker_writes_nothing_more(
+    queue_world: CliWorld, workers: list[subprocess.Popen[str]]
+) -> None:
+    world = queue_world
+    session, run = detach(world, "run the slow job")
+    world.server.enqueue(
+        tool_call_response([("c1", "run_command", json.dumps({"command": "sleep 1"}))])
+    )
+    frozen = start_worker(world, workers, "frozen")
+    deadline = time.monotonic() + WAIT_S
+    while not world.server.requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert world.server.requests, "the first worker never asked the model"
+    os.killpg(frozen.pid, signal.SIGSTOP)  # frozen mid-run, its lease and claims held
+    try:
+        world.server.enqueue(text_response("done by the rescuer"))
+        start_worker(world, workers, "rescuer")
+        waited = world.run("runs", "wait", run, "--timeout", str(WAIT_S))
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        world.server.enqueue(text_response("STALE: written by the frozen worker"))
+    finally:
+        os.killpg(frozen.pid, signal.SIGCONT)
+    # woken, the old worker finds its lease taken over and stops the run
+    deadline = time.monotonic() + WAIT_S
+    lines: list[str] = []
+    assert frozen.stderr is not None
+    while time.monotonic() < deadline:
+        line = frozen.stderr.readline()
+        lines.append(line)
+        if "taken over" in line or not line:
+            break
+    assert any("taken over" in line for line in lines), "".join(lines)
+    frozen.send_signal(signal.SIGTERM)
+    frozen.wait(timeout=WAIT_S)
+    shown = world.run("sessions", "show", session)
+    assert "done by the rescuer" in shown.stdout and "STALE" not in shown.stdout
+    doc = json.loads(world.run("runs", "show", run, "--output", "json").stdout)
+    assert doc["status"] == "completed" and doc["worker"] == "rescuer" and doc["attempts"] == 2
