@@ -421,6 +421,7 @@ def test_tables_module_can_be_reloaded() -> None:
         "events",
         "artifacts",
         "session_marks",
+        "run_queue",
     }
 
 
