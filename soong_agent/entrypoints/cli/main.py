@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -114,23 +114,7 @@ def run(
             )
         )
     if message is None:
-        if not (sys.stdin.isatty() and sys.stdout.isatty()):
-            sys.stderr.write(
-                "soong-agent: error: missing MESSAGE (without one, run opens a chat on a "
-                "terminal; here stdin or stdout is not one)\n"
-            )
-            raise typer.Exit(2)
-        from soong_agent.entrypoints.cli.chat_cmd import chat_command
-
-        raise typer.Exit(
-            chat_command(
-                path=path,
-                session_id=session_id,
-                agent=agent,
-                resume_latest=resume_latest,
-                overrides=overrides,
-            )
-        )
+        raise typer.Exit(_chat_instead(path, session_id, agent, resume_latest, overrides))
     from soong_agent.entrypoints.cli.run_cmd import run_command
 
     raise typer.Exit(
@@ -152,6 +136,31 @@ def run(
             overrides=overrides,
             images=tuple(image or ()),
         )
+    )
+
+
+def _chat_instead(
+    path: str | None,
+    session_id: str | None,
+    agent: str | None,
+    resume_latest: bool,
+    overrides: Any,
+) -> int:
+    """`run` without a MESSAGE (`overrides`: the run's `Overrides`): a chat, on a terminal."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        sys.stderr.write(
+            "soong-agent: error: missing MESSAGE (without one, run opens a chat on a "
+            "terminal; here stdin or stdout is not one)\n"
+        )
+        return 2
+    from soong_agent.entrypoints.cli.chat_cmd import chat_command
+
+    return chat_command(
+        path=path,
+        session_id=session_id,
+        agent=agent,
+        resume_latest=resume_latest,
+        overrides=overrides,
     )
 
 
