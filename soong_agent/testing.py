@@ -19,6 +19,7 @@ the real adapter (tests/contract):
     Worktrees       InMemoryWorktrees
     Mailbox         InMemoryMailbox
     RunQueue        InMemoryRunQueue (InMemorySessionStore(run_queue=...) checks fences with it)
+    ApprovalStore   InMemoryApprovalStore
     BackgroundProcess  ScriptedBackground (what ScriptedProcessRunner.start returns)
     WorkTreeSnapshots  InMemorySnapshots (over an InMemoryFileSystem)
 
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from soong_agent.adapters.approvals.callback import CallbackApprover
 from soong_agent.adapters.inmemory.agents import InMemoryAgentSource
+from soong_agent.adapters.inmemory.approvals import InMemoryApprovalStore
 from soong_agent.adapters.inmemory.artifacts import InMemoryArtifactStore
 from soong_agent.adapters.inmemory.events import RecordingEventSink
 from soong_agent.adapters.inmemory.fakes import (
@@ -77,6 +79,7 @@ __all__ = [
     "DictSecretSource",
     "FixedClock",
     "InMemoryAgentSource",
+    "InMemoryApprovalStore",
     "InMemoryArtifactStore",
     "InMemoryFileSystem",
     "InMemoryMailbox",
