@@ -422,6 +422,7 @@ def test_tables_module_can_be_reloaded() -> None:
         "artifacts",
         "session_marks",
         "run_queue",
+        "approvals",
     }
 
 

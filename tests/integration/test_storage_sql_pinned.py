@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from soong_agent.adapters.storage import approval_sql, sql, tables
 from soong_agent.adapters.storage import rows as dbrows
-from soong_agent.adapters.storage import sql, tables
 from soong_agent.ports.artifacts import ArtifactInfo
 from soong_agent.ports.events import TextDeltaEvent
 from soong_agent.ports.messages import MESSAGE_LIST, user_text
@@ -144,6 +144,10 @@ def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> Non
         (sql.RUN_EVENTS, {"rid": "r"}),
         (sql.GET_ARTIFACT, {"aid": "a", "sid": "s"}),
         (sql.GET_MARK, {"sid": "s", "key": "k"}),
+        (approval_sql.GET, {"id": "a"}),
+        (approval_sql.LIST_STATUS, {"status": "pending", "limit": 10}),
+        (approval_sql.LIST_RUN, {"run_id": "r", "limit": 10}),
+        (approval_sql.LIST_RUN_STATUS, {"run_id": "r", "status": "pending", "limit": 10}),
     ],
 )
 def test_reads_never_scan_a_table(
@@ -167,7 +171,7 @@ def test_a_version_1_database_gains_the_marks_table_when_opened(tmp_path: Path) 
     conn.close()
     opened = transactions.open_database(path, lambda: transactions.connect(path, 1000))
     try:
-        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 3
+        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 4
         assert opened.execute(sql.GET_MARK, {"sid": "s", "key": "k"}).fetchall() == []
     finally:
         opened.close()
@@ -186,7 +190,26 @@ def test_a_version_2_database_gains_the_run_queue_when_opened(tmp_path: Path) ->
     conn.close()
     opened = transactions.open_database(path, lambda: transactions.connect(path, 1000))
     try:
-        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 3
+        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 4
         assert opened.execute("SELECT count(*) FROM run_queue").fetchall() == [(0,)]
+    finally:
+        opened.close()
+
+
+def test_a_version_3_database_gains_the_approvals_when_opened(tmp_path: Path) -> None:
+    from soong_agent.adapters.storage import transactions
+
+    path = tmp_path / "v3.sqlite"
+    conn = transactions.connect(path, 1000)
+    conn.execute("BEGIN IMMEDIATE")
+    tables.create_schema(conn)
+    conn.execute("DROP TABLE approvals")
+    conn.execute("PRAGMA user_version = 3")
+    conn.execute("COMMIT")
+    conn.close()
+    opened = transactions.open_database(path, lambda: transactions.connect(path, 1000))
+    try:
+        assert transactions.user_version(opened) == sql.SCHEMA_VERSION == 4
+        assert opened.execute("SELECT count(*) FROM approvals").fetchall() == [(0,)]
     finally:
         opened.close()

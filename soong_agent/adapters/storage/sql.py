@@ -17,14 +17,37 @@ from __future__ import annotations
 import functools
 import re
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Stored in `PRAGMA user_version` once the schema of `tables.py` has been created. It lives here
 (re-exported by `tables`) so that opening a current database needs no sqlmodel import.
 
-2 added `session_marks`, 3 the `run_queue` (WORK-1); an older database gets what it lacks when
-first opened (every table is created `IF NOT EXISTS`)."""
+2 added `session_marks`, 3 the `run_queue` (WORK-1), 4 the `approvals` (WORK-3); an older
+database gets what it lacks when first opened (every table is created `IF NOT EXISTS`)."""
 
 SCHEMA_DDL: tuple[str, ...] = (
+    (
+        "CREATE TABLE IF NOT EXISTS approvals (\n"
+        "\tid VARCHAR NOT NULL, \n"
+        "\trun_id VARCHAR NOT NULL, \n"
+        "\tsession_id VARCHAR NOT NULL, \n"
+        "\tproject_dir VARCHAR NOT NULL, \n"
+        "\ttool VARCHAR NOT NULL, \n"
+        "\tcall_id VARCHAR NOT NULL, \n"
+        "\tsummary TEXT NOT NULL, \n"
+        "\targuments TEXT NOT NULL, \n"
+        "\tdetail TEXT NOT NULL, \n"
+        "\tscope TEXT NOT NULL, \n"
+        "\tasked_at FLOAT NOT NULL, \n"
+        "\tstatus VARCHAR NOT NULL, \n"
+        "\tdecision VARCHAR, \n"
+        "\tanswered_by VARCHAR, \n"
+        "\tanswered_at FLOAT, \n"
+        "\tPRIMARY KEY (id)\n"
+        ")"
+    ),
+    "CREATE INDEX IF NOT EXISTS ix_approvals_asked ON approvals (asked_at)",
+    "CREATE INDEX IF NOT EXISTS ix_approvals_run_asked ON approvals (run_id, asked_at)",
+    "CREATE INDEX IF NOT EXISTS ix_approvals_status_asked ON approvals (status, asked_at)",
     (
         "CREATE TABLE IF NOT EXISTS run_queue (\n"
         "\tid VARCHAR NOT NULL, \n"

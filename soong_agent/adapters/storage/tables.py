@@ -189,6 +189,33 @@ class QueuedRunRow(_Base, table=True):
     wake: int = 0
 
 
+class ApprovalRow(_Base, table=True):
+    """A run's approval question and its answer (WORK-3, `PendingApproval`); ask order: rowid."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (
+        Index("ix_approvals_status_asked", "status", "asked_at"),
+        Index("ix_approvals_run_asked", "run_id", "asked_at"),
+        Index("ix_approvals_asked", "asked_at"),
+    )
+
+    id: str = Field(primary_key=True)
+    run_id: str
+    session_id: str
+    project_dir: str
+    tool: str
+    call_id: str = ""
+    summary: str = Field(default="", sa_column=Column(Text, nullable=False))
+    arguments: str = Field(default="", sa_column=Column(Text, nullable=False))
+    detail: str = Field(default="", sa_column=Column(Text, nullable=False))
+    scope: str = Field(default="", sa_column=Column(Text, nullable=False))
+    asked_at: float
+    status: str
+    decision: str | None = None
+    answered_by: str | None = None
+    answered_at: float | None = None
+
+
 sessions = METADATA.tables["sessions"]
 runs = METADATA.tables["runs"]
 messages = METADATA.tables["messages"]
@@ -196,6 +223,7 @@ events = METADATA.tables["events"]
 artifacts = METADATA.tables["artifacts"]
 session_marks = METADATA.tables["session_marks"]
 run_queue = METADATA.tables["run_queue"]
+approvals = METADATA.tables["approvals"]
 
 
 # --- DDL -----------------------------------------------------------------------------------------
