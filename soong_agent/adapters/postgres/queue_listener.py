@@ -1,5 +1,6 @@
 """Waking a waiting worker when a run is submitted, released or cancelled (WORK-2 over
-PostgreSQL): one connection of the queue's own LISTENs on `queue_sql.CHANNEL`.
+PostgreSQL): one connection of the queue's own LISTENs on `queue_sql.CHANNEL`. The approval
+store listens the same way on its own channel (`approval_sql.CHANNEL`, WORK-3).
 
 The reader task marks every notification (`notified`, which the queue clears when it claims)
 and wakes the waits under way, so a notification that comes while the worker is busy is not
@@ -29,10 +30,20 @@ log = logging.getLogger(__name__)
 
 
 class QueueListener:
-    """The run queue's notifications in one event loop (made inside the loop)."""
+    """The notifications of one channel in one event loop (made inside the loop): the run
+    queue's by default; `about` says what they are about, in the log."""
 
-    def __init__(self, database: PostgresDatabase, *, retry_s: float) -> None:
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        retry_s: float,
+        channel: str = CHANNEL,
+        about: str = "queued runs",
+    ) -> None:
         self.loop = asyncio.get_running_loop()
+        self.channel = channel
+        self.about = about
         self.notified = False
         """A notification came (or listening stopped) since the queue last cleared this."""
         self._db = database
@@ -70,7 +81,8 @@ class QueueListener:
             except (UsageError, RunError, psycopg.Error) as exc:
                 self._retry_at = self.loop.time() + self._retry_s
                 log.warning(
-                    "cannot listen for queued runs in the %s (%s); looking every %.0f s instead",
+                    "cannot listen for %s in the %s (%s); looking every %.0f s instead",
+                    self.about,
                     self._db.where,
                     primary(exc),
                     self._retry_s,
@@ -85,8 +97,8 @@ class QueueListener:
         self._conn = conn
         if conn.info.server_version >= 140000:  # an idle listener must not be ended
             await conn.execute("SELECT set_config('idle_session_timeout', '0', false)")
-        await conn.execute(f"LISTEN {CHANNEL}")
-        self._reader = self.loop.create_task(self._read(conn), name="soong-queue-listener")
+        await conn.execute(f"LISTEN {self.channel}")
+        self._reader = self.loop.create_task(self._read(conn), name=f"soong-{self.channel}")
 
     async def _read(self, conn: AsyncConnection[Any]) -> None:
         import psycopg
@@ -96,7 +108,7 @@ class QueueListener:
                 self._wake()
         except psycopg.Error as exc:
             log.warning(
-                "stopped listening for queued runs in the %s: %s", self._db.where, primary(exc)
+                "stopped listening for %s in the %s: %s", self.about, self._db.where, primary(exc)
             )
             await conn.close()
             self._wake()  # each wait looks at the queue, and listens again or polls

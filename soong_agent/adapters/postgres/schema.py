@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from soong_agent.adapters.postgres import artifact_sql, mail_sql, queue_sql, session_sql, task_sql
+from soong_agent.adapters.postgres import (
+    approval_sql,
+    artifact_sql,
+    mail_sql,
+    queue_sql,
+    session_sql,
+    task_sql,
+)
 from soong_agent.adapters.postgres.connect import describe, server_version
 from soong_agent.adapters.postgres.ddl import SCHEMA, Step, assemble
 from soong_agent.adapters.postgres.errors import database_error
@@ -28,7 +35,12 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 STEPS: tuple[Step, ...] = assemble(
-    session_sql.STEPS, artifact_sql.STEPS, task_sql.STEPS, mail_sql.STEPS, queue_sql.STEPS
+    session_sql.STEPS,
+    artifact_sql.STEPS,
+    task_sql.STEPS,
+    mail_sql.STEPS,
+    queue_sql.STEPS,
+    approval_sql.STEPS,
 )
 """Every migration step, in order (add a new module's `STEPS` here)."""
 CODE_VERSION = STEPS[-1].version
