@@ -34,6 +34,7 @@ from soong_agent.adapters.postgres import (
     PostgresSessionStore,
     PostgresTaskLog,
 )
+from soong_agent.adapters.postgres.approvals import PostgresApprovalStore
 from soong_agent.adapters.postgres.run_queue import PostgresRunQueue
 from soong_agent.adapters.process import SubprocessRunner
 from soong_agent.adapters.process.background import SubprocessBackground
@@ -44,6 +45,7 @@ from soong_agent.adapters.redaction import SecretScrubber
 from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
 from soong_agent.adapters.shell import TreeSitterShellAnalyzer
 from soong_agent.adapters.skills import HomeSkillSource
+from soong_agent.adapters.storage.approvals import SqliteApprovalStore
 from soong_agent.adapters.storage.artifacts import SqliteArtifactStore
 from soong_agent.adapters.storage.run_queue import SqliteRunQueue
 from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
@@ -144,6 +146,11 @@ PORTS: dict[str, Coverage] = {
         testing.InMemoryRunQueue,
         (SqliteRunQueue, PostgresRunQueue),
         "test_run_queue_contract.py",
+    ),
+    "ApprovalStore": Coverage(
+        testing.InMemoryApprovalStore,
+        (SqliteApprovalStore, PostgresApprovalStore),
+        "test_approval_store_contract.py",
     ),
     "WorkTreeSnapshots": Coverage(
         testing.InMemorySnapshots, (GitSnapshots,), "test_snapshots_contract.py"
