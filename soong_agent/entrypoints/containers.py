@@ -125,6 +125,10 @@ class Adapters(containers.DeclarativeContainer):
     storage_target = providers.Singleton(factories.storage_target, loaded)
     worker_settings = providers.Singleton(factories.worker_settings, loaded)
     run_queue = providers.Singleton(factories.run_queue, loaded, closables, databases)
+    approval_store = providers.Singleton(factories.approval_store, loaded, closables, databases)
+    durable_approver = providers.Singleton(
+        factories.durable_approver, loaded, approval_store, clock, ids, redactor
+    )
     task_log = providers.Singleton(factories.task_log, loaded, closables, databases)
     mailbox = providers.Singleton(factories.mailbox, loaded, closables, databases)
     worktrees = providers.Singleton(factories.worktrees, loaded)
@@ -303,4 +307,18 @@ class SdkContainer(containers.DeclarativeContainer):
     adapters = providers.Container(Adapters, loaded=loaded)
     services = providers.Container(
         Services, loaded=loaded, adapters=adapters, approver=approver, user_tools=user_tools
+    )
+
+
+class WorkerContainer(containers.DeclarativeContainer):
+    """`soong-agent worker`: no terminal; a question is stored for anyone to answer (WORK-3)."""
+
+    loaded: providers.Dependency[Any] = providers.Dependency()
+    adapters = providers.Container(Adapters, loaded=loaded)
+    services = providers.Container(
+        Services,
+        loaded=loaded,
+        adapters=adapters,
+        approver=adapters.durable_approver,
+        user_tools=providers.Object([]),
     )

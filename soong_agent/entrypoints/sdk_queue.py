@@ -1,6 +1,6 @@
-"""The SDK's side of the run queue (WORK-1): `AgentRuntime.submit`, `wait`, `watch`,
-`cancel_queued` and `queued_runs`, for runs a worker (`soong-agent worker`) executes, in this
-process or on another host sharing the store."""
+"""The SDK's side of the run queue (WORK-1, WORK-3): `AgentRuntime.submit`, `wait`, `watch`,
+`cancel_queued`, `queued_runs`, `approvals` and `answer`, for runs a worker (`soong-agent
+worker`) executes, in this process or on another host sharing the store."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from soong_agent.ports.errors import UsageError
 
 if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.ports.approval import Decision
+    from soong_agent.ports.approval_store import ApprovalStore, PendingApproval
     from soong_agent.ports.events import RunEvent
     from soong_agent.ports.run_queue import QueuedRun, QueueStatus, RunQueue
     from soong_agent.ports.storage import SessionStore
@@ -134,3 +136,19 @@ class QueueMethods:
         await self.queued_run(run_id)
         clock = self._container.adapters.clock()
         return await self._queue().cancel(run_id, now=clock.now())
+
+    async def approvals(self, *, pending_only: bool = True) -> list[PendingApproval]:
+        """The approval questions of workers' runs (WORK-3), newest first."""
+        self._check_open()
+        store: ApprovalStore = self._container.adapters.approval_store()
+        return list(await store.list(status="pending" if pending_only else None))
+
+    async def answer(
+        self, approval_id: str, decision: Decision, *, by: str = "sdk"
+    ) -> PendingApproval:
+        """Answer a pending approval; the run waiting on it, wherever it runs, goes on.
+        ApprovalClosed when it was answered already or expired; ApprovalNotFound."""
+        self._check_open()
+        store: ApprovalStore = self._container.adapters.approval_store()
+        clock = self._container.adapters.clock()
+        return await store.answer(approval_id, decision, by=by, now=clock.now())

@@ -187,3 +187,37 @@ def test_a_frozen_workers_run_is_taken_over_and_the_old_worker_writes_nothing_mo
     assert "done by the rescuer" in shown.stdout and "STALE" not in shown.stdout
     doc = json.loads(world.run("runs", "show", run, "--output", "json").stdout)
     assert doc["status"] == "completed" and doc["worker"] == "rescuer" and doc["attempts"] == 2
+
+
+def test_an_approval_is_answered_from_another_process(
+    queue_world: CliWorld, workers: list[subprocess.Popen[str]]
+) -> None:
+    world = queue_world
+    _session, run = detach(world, "write the notes", "--permission-mode", "default")
+    world.server.enqueue(
+        tool_call_response(
+            [("c1", "write_file", json.dumps({"path": "notes.txt", "content": "hello\n"}))]
+        ),
+        text_response("Notes written."),
+    )
+    start_worker(world, workers, "w1")
+    deadline = time.monotonic() + WAIT_S
+    rows: list[dict[str, object]] = []
+    while not rows and time.monotonic() < deadline:
+        listed = world.run("approvals", "list", "--output", "json")
+        assert listed.returncode == 0, listed.stderr
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        time.sleep(0.1)
+    assert rows, "the run never asked"
+    [question] = rows
+    assert question["tool"] == "write_file" and question["run_id"] == run
+    assert "+hello" in str(question["detail"])  # the diff is shown to whoever answers
+    assert not (world.project / "notes.txt").exists()  # nothing written before the answer
+    answered = world.run("approvals", "answer", str(question["approval_id"]), "allow_once")
+    assert answered.returncode == 0, answered.stderr
+    waited = world.run("runs", "wait", run, "--timeout", str(WAIT_S))
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert (world.project / "notes.txt").read_text() == "hello\n"
+    again = world.run("approvals", "answer", str(question["approval_id"]), "deny")
+    assert again.returncode == 2 and "answered already" in again.stderr
+    assert world.run("approvals", "list").stdout.strip() == "no pending approvals"

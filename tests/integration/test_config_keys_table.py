@@ -1284,6 +1284,13 @@ ROWS: list[Row] = [
         3,
         7,
     ),
+    Effect(
+        "workers.approval_timeout_ms",
+        at("workers.approval_timeout_ms", 90_000),
+        built(lambda c: c.adapters.durable_approver()._timeout_s),
+        None,
+        90.0,
+    ),
     # keys that are not settings
     *(
         Refused(key, at(key, 1), "the task board's settings live in [task]")

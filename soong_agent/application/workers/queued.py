@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.service import RunService
 from soong_agent.application.runs.starter import Assigned
+from soong_agent.application.workers.approvals import QUEUED_RUN
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.run_queue import Lease, QueuedRun, RunOptions, RunQueue
@@ -99,9 +100,27 @@ async def start_queued(
         limits = RunLimits(
             max_cost_usd=opts.max_cost_usd, max_tokens=opts.max_tokens, max_wall_ms=opts.max_wall_ms
         )
+    token = QUEUED_RUN.set(queued)  # the run's task copies it: its approvals name the run
+    try:
+        return await _started(service, queued, session is not None, earlier, limits, assigned)
+    finally:
+        QUEUED_RUN.reset(token)
+
+
+async def _started(
+    service: RunService,
+    queued: QueuedRun,
+    stored: bool,
+    earlier: bool,
+    limits: RunLimits | None,
+    assigned: Assigned,
+) -> Run:
+    """`service.start` with the queued run's message (a takeover's: `TAKEOVER_MESSAGE`) and
+    options; `stored`: its session exists."""
+    opts = queued.options
     return await service.start(
         TAKEOVER_MESSAGE if earlier else queued.message,
-        session_id=queued.session_id if session is not None else None,
+        session_id=queued.session_id if stored else None,
         from_message=None if earlier else opts.from_message,
         limits=limits,
         plan_mode=opts.plan_mode,

@@ -107,7 +107,7 @@ def storage_target(storage: StorageConfig, session_db_path: str) -> StorageTarge
 
 
 class WorkersConfig(Section):
-    """How `soong-agent worker` holds queued runs (WORK-2)."""
+    """How `soong-agent worker` holds queued runs and waits for approvals (WORK-2, WORK-3)."""
 
     heartbeat_ms: int = Field(default=5_000, gt=0)
     """How often a worker renews the lease of each run it holds."""
@@ -115,6 +115,9 @@ class WorkersConfig(Section):
     """A lease not renewed for this long is taken over by another worker."""
     max_attempts: int = Field(default=3, ge=1)
     """How many times a run is claimed (takeovers included) before it fails."""
+    approval_timeout_ms: int | None = Field(default=None, gt=0)
+    """How long a worker's run waits for an answer to a pending approval before it is denied
+    (unset: it waits)."""
 
     @model_validator(mode="after")
     def _heartbeat_within_lease(self) -> WorkersConfig:

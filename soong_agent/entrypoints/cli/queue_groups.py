@@ -1,5 +1,5 @@
-"""The CLI of the run queue (WORK-1, WORK-2): `run --detach`, `runs list|show|wait|cancel` and
-`worker`; each command imports what it runs when it runs."""
+"""The CLI of the run queue (WORK-1..3): `run --detach`, `runs list|show|wait|cancel`, `worker`
+and `approvals list|answer`; each command imports what it runs when it runs."""
 
 from __future__ import annotations
 
@@ -18,13 +18,46 @@ runs_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
+approvals_app = typer.Typer(
+    help="Approval questions of workers' runs: list and answer them from anywhere.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 RunIdArgument = Annotated[str, typer.Argument(metavar="RUN_ID", help="The queued run's id.")]
 
 
 def register(app: typer.Typer) -> None:
-    """Add `runs` and `worker` to the CLI."""
+    """Add `runs`, `approvals` and `worker` to the CLI."""
     app.add_typer(runs_app, name="runs")
+    app.add_typer(approvals_app, name="approvals")
     app.command("worker", cls=Command)(worker)
+
+
+@approvals_app.command("list", cls=Command)
+def approvals_list(
+    path: PathOption = None,
+    all_: Annotated[bool, typer.Option("--all", help="Answered and expired ones too.")] = False,
+    output: OutputOption = "text",
+) -> None:
+    """List pending approvals: tool, what it would do, the diff or command, the scope."""
+    from soong_agent.entrypoints.cli.approvals_cmd import list_command
+
+    raise typer.Exit(list_command(path=path, all_=all_, output=output_format(output)))
+
+
+@approvals_app.command("answer", cls=Command)
+def approvals_answer(
+    approval_id: Annotated[str, typer.Argument(metavar="APPROVAL_ID", help="The approval.")],
+    decision: Annotated[
+        str,
+        typer.Argument(metavar="DECISION", help="allow_once, allow_for_session or deny."),
+    ],
+    path: PathOption = None,
+) -> None:
+    """Answer a pending approval; the run waiting on it goes on."""
+    from soong_agent.entrypoints.cli.approvals_cmd import answer_command
+
+    raise typer.Exit(answer_command(approval_id, decision, path=path))
 
 
 def detach_run(
@@ -55,7 +88,7 @@ def detach_run(
     if approve != "ask":
         return fail(
             "--approve cannot be used with --detach: in a worker's run, a call that would ask "
-            "is denied (the allow rules and permissions.mode decide)",
+            "waits for an answer from `soong-agent approvals answer`",
             EXIT_USAGE,
         )
     max_cost, max_tokens, timeout = limits

@@ -4,9 +4,9 @@
 Each project folder gets its own runtime (its config, sandbox, hooks, MCP servers), made at its
 first run; a run that asks for another model, permission mode or turn limit gets a runtime of
 its own with those in place. A project is known by its path, which must be the same on every
-host (a shared file system, or identical checkouts at one path). Until approvals can be
-answered from elsewhere, a call that would ask a person is denied in a worker's run (the model
-is told); allow rules and `permissions.mode` decide as everywhere.
+host (a shared file system, or identical checkouts at one path). A call that would ask a person
+becomes a pending approval anyone answers (`approvals answer`, the SDK; a `permission_request`
+hook is asked first), waited for up to `[workers] approval_timeout_ms`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from soong_agent.ports.errors import UsageError
 
 if TYPE_CHECKING:
     from soong_agent.application.runs.handle import Run
-    from soong_agent.entrypoints.containers import CliContainer
+    from soong_agent.entrypoints.containers import WorkerContainer
     from soong_agent.ports.run_queue import Lease
 
 
@@ -59,12 +59,11 @@ class _Runtimes:
     needed; all of them closed at the end."""
 
     def __init__(self) -> None:
-        self._made: dict[tuple[str, str | None, str | None, int | None], CliContainer] = {}
+        self._made: dict[tuple[str, str | None, str | None, int | None], WorkerContainer] = {}
 
     def get(self, project: str, model: str | None, mode: str | None, turns: int | None) -> Any:
-        from soong_agent.entrypoints.cli.approve_modes import NeverApprover
         from soong_agent.entrypoints.cli.overrides import Overrides
-        from soong_agent.entrypoints.containers import CliContainer
+        from soong_agent.entrypoints.containers import WorkerContainer
         from soong_agent.entrypoints.sdk import load
 
         key = (project, model, mode, turns)
@@ -72,7 +71,7 @@ class _Runtimes:
         if container is None:
             overrides = Overrides(model=model, permission_mode=mode, max_turns=turns)
             loaded = overrides.applied(load(project, None))
-            container = CliContainer(loaded=loaded, approver=NeverApprover())
+            container = WorkerContainer(loaded=loaded)
             self._made[key] = container
         return container
 

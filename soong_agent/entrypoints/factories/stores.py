@@ -24,12 +24,16 @@ if TYPE_CHECKING:
     )
     from soong_agent.adapters.sandbox.local_fs import LocalFileSystem
     from soong_agent.adapters.storage.sqlite_store import SqliteSessionStore
+    from soong_agent.application.workers.approvals import DurableApprover
     from soong_agent.application.workers.worker import WorkerSettings
     from soong_agent.domain.config.storage_section import StorageTarget
     from soong_agent.ports.agents import AgentSource
+    from soong_agent.ports.approval_store import ApprovalStore
     from soong_agent.ports.mailbox import Mailbox
     from soong_agent.ports.run_queue import RunQueue
+    from soong_agent.ports.secrets import SecretRedactor
     from soong_agent.ports.storage import SessionStore
+    from soong_agent.ports.system import Clock, IdGenerator
     from soong_agent.ports.tasks import TaskLog
     from soong_agent.ports.worktrees import Worktrees
 
@@ -230,3 +234,43 @@ def run_queue(
     queue = SqliteRunQueue(Path(storage_target(loaded).sqlite_path))
     closables.append(queue.close)
     return queue
+
+
+def approval_store(
+    loaded: LoadedConfig, closables: Closables, databases: StateDatabases | None = None
+) -> ApprovalStore:
+    """Pending approvals (WORK-3) in the database of `[storage]`, answerable from any process
+    (SQLite) or host (PostgreSQL)."""
+    databases = databases or StateDatabases(loaded)
+    if databases.postgres:
+        from soong_agent.adapters.postgres.approvals import PostgresApprovalStore
+
+        pg = PostgresApprovalStore(databases.pooled())
+        closables.append(pg.close)
+        return pg
+    from soong_agent.adapters.storage.approvals import SqliteApprovalStore
+
+    store = SqliteApprovalStore(Path(storage_target(loaded).sqlite_path))
+    closables.append(store.close)
+    return store
+
+
+def durable_approver(
+    loaded: LoadedConfig,
+    store: ApprovalStore,
+    clock: Clock,
+    ids: IdGenerator,
+    redactor: SecretRedactor,
+) -> DurableApprover:
+    """The approver of a worker's runs (WORK-3): each question stored for anyone to answer,
+    waited for `[workers] approval_timeout_ms` (unset: as long as it takes)."""
+    from soong_agent.application.workers.approvals import DurableApprover
+
+    timeout_ms = loaded.config.workers.approval_timeout_ms
+    return DurableApprover(
+        store,
+        clock=clock,
+        ids=ids,
+        redactor=redactor,
+        timeout_s=None if timeout_ms is None else timeout_ms / 1000,
+    )
