@@ -11,14 +11,13 @@ so whichever opens the database first creates the queue's table too.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from soong_agent.adapters import run_queue_rules as rules
 from soong_agent.adapters.storage import queue_sql as sql
-from soong_agent.adapters.storage import transactions
-from soong_agent.ports.errors import RunError, UsageError
+from soong_agent.adapters.storage.side_db import SideDatabase
 from soong_agent.ports.run_queue import Lease, LeaseLost, QueuedRun, QueueStatus, RunNotQueued
 
 _T = TypeVar("_T")
@@ -31,42 +30,11 @@ def _params(run: QueuedRun) -> dict[str, Any]:
     return params
 
 
-class QueueDatabase:
+class QueueDatabase(SideDatabase):
     """The queue's connection and statements; used only on the queue's worker thread."""
 
     def __init__(self, path: Path, busy_timeout_ms: int) -> None:
-        self.path = path
-        self.busy_timeout_ms = busy_timeout_ms
-        self._conn: sqlite3.Connection | None = None
-        self._closed = False
-
-    def connection(self) -> sqlite3.Connection:
-        if self._closed:  # a give-back queued behind the close opens nothing again
-            raise UsageError(f"the run queue in {self.path} is closed")
-        if self._conn is None:
-            self._conn = transactions.open_database(
-                self.path, lambda: transactions.connect(self.path, self.busy_timeout_ms)
-            )
-        return self._conn
-
-    def call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run one operation; database failures become `RunError`s naming the file."""
-        try:
-            return fn(*args)
-        except sqlite3.Error as exc:
-            raise RunError(f"run queue in {self.path}: {exc}") from exc
-
-    def close(self) -> None:
-        self._closed = True
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
-
-    def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """`work` in one `BEGIN IMMEDIATE` transaction; its result."""
-        out: list[_T] = []
-        transactions.write(self.connection(), lambda c: out.append(work(c)))
-        return out[0]
+        super().__init__(path, busy_timeout_ms, what="the run queue")
 
     @staticmethod
     def _get(c: sqlite3.Connection, run_id: str) -> QueuedRun | None:
