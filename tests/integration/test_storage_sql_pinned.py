@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from soong_agent.adapters import state_rows
 from soong_agent.adapters.storage import approval_sql, sql, tables
 from soong_agent.adapters.storage import rows as dbrows
 from soong_agent.ports.artifacts import ArtifactInfo
@@ -114,14 +115,16 @@ def test_every_statement_runs_on_a_created_schema(db: sqlite3.Connection) -> Non
     db.execute("COMMIT")
 
     rows = db.execute(sql.GET_SESSION, {"sid": "s"}).fetchall()
-    assert dbrows.session_info(rows[0]).active_leaf_id == "m1"
-    assert [dbrows.session_info(r).id for r in db.execute(sql.LIST_SESSIONS, {"limit": 5})] == ["s"]
-    assert [dbrows.run_info(r) for r in db.execute(sql.LIST_RUNS, {"sid": "s"})] == [run]
+    assert state_rows.session_info(rows[0]).active_leaf_id == "m1"
+    assert [state_rows.session_info(r).id for r in db.execute(sql.LIST_SESSIONS, {"limit": 5})] == [
+        "s"
+    ]
+    assert [state_rows.run_info(r) for r in db.execute(sql.LIST_RUNS, {"sid": "s"})] == [run]
     contents = [r[0] for r in db.execute(sql.ALL_MESSAGES, {"sid": "s"})]
     assert MESSAGE_LIST.validate_json("[" + ",".join(contents) + "]") == messages
     assert [r[0] for r in db.execute(sql.RUN_EVENTS, {"rid": "r"})] == [event.model_dump_json()]
     found = db.execute(sql.GET_ARTIFACT, {"aid": "art_1", "sid": "s"}).fetchall()
-    assert dbrows.artifact_info(found[0]) == info
+    assert state_rows.artifact_info(found[0]) == info
     assert db.execute(sql.GET_MARK, {"sid": "s", "key": "k"}).fetchall() == [("m1",)]
     # parent_ordinal resolved within the batch: the walk goes leaf -> root
     for limit, ids in ((-1, ["m1", "m0"]), (10, ["m1", "m0"]), (1, ["m1"])):

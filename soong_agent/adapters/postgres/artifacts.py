@@ -13,8 +13,8 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
+from soong_agent.adapters import state_rows
 from soong_agent.adapters.postgres import artifact_sql as sql
-from soong_agent.adapters.postgres import rows as dbrows
 from soong_agent.ports.artifacts import (
     ArtifactInfo,
     check_session_id,
@@ -141,7 +141,7 @@ class PostgresArtifactStore:
         async def work(conn: AsyncConnection[Any], _retrying: bool) -> ArtifactInfo | None:
             cur = await conn.execute(sql.GET_ARTIFACT, (artifact_id, session_id))
             found = await cur.fetchone()
-            return dbrows.artifact_info(found) if found is not None else None
+            return state_rows.artifact_info(found) if found is not None else None
 
         return await self._db.run(work, what="read an artifact")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from soong_agent.adapters.postgres import rows as dbrows
+from soong_agent.adapters import state_rows
 from soong_agent.adapters.postgres.artifacts import PostgresArtifactStore
 from soong_agent.adapters.postgres.ddl import SCHEMA
 from soong_agent.adapters.postgres.schema import schema_status
@@ -79,7 +79,7 @@ class PostgresExport:
     async def artifacts(self) -> list[StoredArtifact]:
         """Every artifact's metadata, oldest first."""
         found = await self._read(_ARTIFACTS, (), "list the artifacts")
-        return [(dbrows.artifact_info(r), r[6], float(r[7])) for r in found]
+        return [(state_rows.artifact_info(r), r[6], float(r[7])) for r in found]
 
     async def artifact_bytes(self, info: ArtifactInfo) -> bytes | None:
         """The artifact's bytes; None when it is gone."""

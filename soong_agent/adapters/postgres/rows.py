@@ -13,13 +13,12 @@ import gc
 import json
 from collections.abc import Callable, Sequence
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-from soong_agent.ports.artifacts import ArtifactInfo
-from soong_agent.ports.events import RunEvent, RunStatus
+from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import MESSAGE_LIST, Message
 from soong_agent.ports.storage import RunInfo, SessionInfo
 from soong_agent.ports.text import safe_text
@@ -122,40 +121,6 @@ def safe_params(value: Any) -> Any:
 
 
 # --- rows read -----------------------------------------------------------------------------------
-
-
-def session_info(r: Sequence[Any]) -> SessionInfo:
-    """A row of `GET_SESSION` / `LIST_SESSIONS` / `CHILD_SESSIONS`."""
-    return SessionInfo(
-        id=r[0],
-        project_dir=r[1],
-        created_at=r[2],
-        updated_at=r[3],
-        title=r[4],
-        agent=r[5],
-        active_leaf_id=r[6],
-        parent_session_id=r[7],
-    )
-
-
-def run_info(r: Sequence[Any]) -> RunInfo:
-    """A row of `LIST_RUNS`."""
-    return RunInfo(
-        id=r[0],
-        session_id=r[1],
-        started_at=r[2],
-        status=cast(RunStatus, r[3]),
-        finished_at=r[4],
-        reason=r[5],
-        model=r[6],
-    )
-
-
-def artifact_info(r: Sequence[Any]) -> ArtifactInfo:
-    """A row of `GET_ARTIFACT`."""
-    return ArtifactInfo(
-        id=r[0], session_id=r[1], filename=r[2], size=r[3], sha256=r[4], preview=r[5]
-    )
 
 
 @cache

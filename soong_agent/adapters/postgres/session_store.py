@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from soong_agent.adapters import state_rows
 from soong_agent.adapters.postgres import rows as dbrows
 from soong_agent.adapters.postgres import session_sql as sql
 from soong_agent.adapters.postgres import turns
@@ -154,7 +155,7 @@ class PostgresSessionStore:
     async def get_session(self, session_id: str) -> SessionInfo | None:
         """The session with this id, or None."""
         rows = await self._rows(sql.GET_SESSION, (session_id,), "read a session")
-        return dbrows.session_info(rows[0]) if rows else None
+        return state_rows.session_info(rows[0]) if rows else None
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionInfo]:
         """The most recently updated sessions first."""
@@ -162,12 +163,12 @@ class PostgresSessionStore:
             self._check_open()
             return []
         rows = await self._rows(sql.LIST_SESSIONS, (limit,), "list the sessions")
-        return [dbrows.session_info(r) for r in rows]
+        return [state_rows.session_info(r) for r in rows]
 
     async def child_sessions(self, session_id: str) -> list[SessionInfo]:
         """The sessions whose parent is `session_id`, oldest first."""
         rows = await self._rows(sql.CHILD_SESSIONS, (session_id,), "list child sessions")
-        return [dbrows.session_info(r) for r in rows]
+        return [state_rows.session_info(r) for r in rows]
 
     async def active_path(self, session_id: str, *, limit: int | None = None) -> list[Message]:
         """Messages from the root to the active leaf (the last `limit` of them when given)."""
@@ -203,7 +204,7 @@ class PostgresSessionStore:
 
         async def work(conn: AsyncConnection[Any], _retrying: bool) -> list[RunInfo]:
             cur = await conn.execute(sql.LIST_RUNS, (session_id,))
-            runs = [dbrows.run_info(r) for r in await cur.fetchall()]
+            runs = [state_rows.run_info(r) for r in await cur.fetchall()]
             running = [
                 r.id for r in runs if r.status == "running" and not self._leases.holds_run(r.id)
             ]

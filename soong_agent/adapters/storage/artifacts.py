@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from soong_agent.adapters import state_rows
 from soong_agent.adapters.storage import rows as dbrows
 from soong_agent.adapters.storage import sql, transactions
 from soong_agent.ports.artifacts import (
@@ -117,7 +118,7 @@ class _Artifacts:
             return None
         params = {"aid": artifact_id, "sid": session_id}
         rows = self.connection().execute(sql.GET_ARTIFACT, params).fetchall()
-        return dbrows.artifact_info(rows[0]) if rows else None
+        return state_rows.artifact_info(rows[0]) if rows else None
 
     def read(self, session_id: str, artifact_id: str, offset: int, length: int) -> bytes:
         if offset < 0 or length < 0:

@@ -20,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from soong_agent.adapters.storage import rows as dbrows
+from soong_agent.adapters import state_rows
 from soong_agent.adapters.storage import sql
 from soong_agent.ports.artifacts import (
     ArtifactInfo,
@@ -130,12 +130,12 @@ class SqliteExport:
     async def sessions(self) -> list[SessionInfo]:
         """Every session."""
         found = await self._run(self._rows, _ALL_SESSIONS, {"limit": -1})
-        return [dbrows.session_info(r) for r in found]
+        return [state_rows.session_info(r) for r in found]
 
     async def runs(self, session_id: str) -> list[RunInfo]:
         """The session's runs, oldest first, as stored."""
         found = await self._run(self._rows, sql.LIST_RUNS, {"sid": session_id})
-        return [dbrows.run_info(r) for r in found]
+        return [state_rows.run_info(r) for r in found]
 
     async def messages(self, session_id: str) -> list[Message]:
         """Every message of the session, all branches, in the order they were written."""
@@ -161,7 +161,7 @@ class SqliteExport:
         if not self._has_artifacts:
             return []
         found = await self._run(self._rows, _ARTIFACTS)
-        return [(dbrows.artifact_info(r), r[6], float(r[7])) for r in found]
+        return [(state_rows.artifact_info(r), r[6], float(r[7])) for r in found]
 
     async def artifact_bytes(self, info: ArtifactInfo) -> bytes | None:
         """The artifact's bytes; None when its file is gone (or it is not a plain name)."""

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from soong_agent.adapters.storage.sql import EVENT_PARAMS, MESSAGE_PARAMS
 from soong_agent.ports.artifacts import ArtifactInfo
-from soong_agent.ports.events import RunEvent, RunStatus
+from soong_agent.ports.events import RunEvent
 from soong_agent.ports.messages import Message
 from soong_agent.ports.storage import RunInfo, SessionInfo
 from soong_agent.ports.text import safe_text
@@ -151,37 +151,3 @@ def mark_row(session_id: str, key: str, value: str, at: float) -> dict[str, Any]
 
 
 # --- rows read -----------------------------------------------------------------------------------
-
-
-def session_info(r: Sequence[Any]) -> SessionInfo:
-    """A row of `GET_SESSION` / `LIST_SESSIONS`."""
-    return SessionInfo(
-        id=r[0],
-        project_dir=r[1],
-        created_at=r[2],
-        updated_at=r[3],
-        title=r[4],
-        agent=r[5],
-        active_leaf_id=r[6],
-        parent_session_id=r[7],
-    )
-
-
-def run_info(r: Sequence[Any]) -> RunInfo:
-    """A row of `LIST_RUNS`."""
-    return RunInfo(
-        id=r[0],
-        session_id=r[1],
-        started_at=r[2],
-        status=cast(RunStatus, r[3]),
-        finished_at=r[4],
-        reason=r[5],
-        model=r[6],
-    )
-
-
-def artifact_info(r: Sequence[Any]) -> ArtifactInfo:
-    """A row of `GET_ARTIFACT`."""
-    return ArtifactInfo(
-        id=r[0], session_id=r[1], filename=r[2], size=r[3], sha256=r[4], preview=r[5]
-    )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_core import PydanticSerializationError
 
+from soong_agent.adapters import state_rows
 from soong_agent.adapters.storage import queue_sql, sql, transactions
 from soong_agent.adapters.storage import rows as dbrows
 from soong_agent.adapters.storage.run_locks import RunLocks
@@ -209,15 +210,17 @@ class SessionDatabase:
 
     def get_session(self, session_id: str) -> SessionInfo | None:
         rows = self._rows(sql.GET_SESSION, {"sid": session_id})
-        return dbrows.session_info(rows[0]) if rows else None
+        return state_rows.session_info(rows[0]) if rows else None
 
     def list_sessions(self, limit: int) -> list[SessionInfo]:
         if limit <= 0:
             return []
-        return [dbrows.session_info(r) for r in self._rows(sql.LIST_SESSIONS, {"limit": limit})]
+        return [state_rows.session_info(r) for r in self._rows(sql.LIST_SESSIONS, {"limit": limit})]
 
     def child_sessions(self, session_id: str) -> list[SessionInfo]:
-        return [dbrows.session_info(r) for r in self._rows(sql.CHILD_SESSIONS, {"sid": session_id})]
+        return [
+            state_rows.session_info(r) for r in self._rows(sql.CHILD_SESSIONS, {"sid": session_id})
+        ]
 
     def active_path(
         self, session_id: str, limit: int | None, message_id: str | None = None
@@ -265,7 +268,7 @@ class SessionDatabase:
         return _validate_json_rows([r[0] for r in rows], MESSAGE_LIST.validate_json)
 
     def list_runs(self, session_id: str) -> list[RunInfo]:
-        runs = [dbrows.run_info(r) for r in self._rows(sql.LIST_RUNS, {"sid": session_id})]
+        runs = [state_rows.run_info(r) for r in self._rows(sql.LIST_RUNS, {"sid": session_id})]
         return [
             self._interrupted(r)
             if r.status == "running" and not self.locks.held_elsewhere_or_here(r.id)

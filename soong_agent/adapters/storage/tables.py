@@ -330,11 +330,11 @@ _SESSION_COLUMNS = (
     "active_leaf_id",
     "parent_session_id",
 )
-"""The order `rows.session_info` reads."""
+"""The order `state_rows.session_info` reads."""
 _RUN_COLUMNS = ("id", "session_id", "started_at", "status", "finished_at", "reason", "model")
-"""The order `rows.run_info` reads."""
+"""The order `state_rows.run_info` reads."""
 _ARTIFACT_COLUMNS = ("id", "session_id", "filename", "size", "sha256", "preview")
-"""The order `rows.artifact_info` reads."""
+"""The order `state_rows.artifact_info` reads."""
 
 
 def _select(table: Table, names: tuple[str, ...]) -> Select[Any]:
