@@ -13,7 +13,7 @@ import pytest
 
 from soong_agent import AgentRuntime
 from soong_agent.application.workers.queued import start_queued
-from soong_agent.application.workers.worker import Worker
+from soong_agent.application.workers.worker import AlreadyEnded, Worker
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.run_queue import Lease, RunNotQueued
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
@@ -80,3 +80,28 @@ async def test_a_queued_run_is_cancelled_and_bad_input_refused(world: tuple[Path
         with pytest.raises(RunNotQueued, match="run_missing"):
             await runtime.queued_run("run_missing")
         assert [r.id for r in await runtime.queued_runs()] == [run_id]
+
+
+async def test_a_run_that_ended_before_its_worker_told_the_queue_is_not_run_again(
+    world: tuple[Path, Path],
+) -> None:
+    """The worker died between the run's last commit and the queue's record of its end: the
+    worker that takes it over records the end it finds and asks the model nothing."""
+    project, home = world
+    model = ScriptedModel([ScriptedResponse.text("done once")])
+    async with AgentRuntime(project, home, model=model) as runtime:
+        run_id = await runtime.submit("do it once")
+        adapters = runtime._container.adapters
+        service, store = runtime._container.services.run_service(), adapters.session_store()
+        queue, folder = adapters.run_queue(), str(project.resolve())
+        first = await queue.claim("dead", [folder], lease_s=5, max_attempts=3, now=1e9)
+        assert first is not None
+        assert (await (await start_queued(service, store, first)).wait()).status == "completed"
+        # ... and "dead" never called finish: its lease runs out, another worker claims it
+        second = await queue.claim("alive", [folder], lease_s=5, max_attempts=3, now=2e9)
+        assert second is not None and second.fence == 2
+        with pytest.raises(AlreadyEnded) as ended:
+            await start_queued(service, store, second)
+        assert ended.value.status == "completed"
+        assert len(model.calls) == 1  # the model was not asked again
+        assert [r.id for r in await runtime.session_runs(second.run.session_id)] == [run_id]

@@ -1115,6 +1115,7 @@ def rejection_response(problems: list[Problem]) -> ScriptedResponse:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # each chunk leaves at once (Nagle would hold it ~40 ms)
     server: _HTTPServer
     timeout = 30
 

@@ -14,7 +14,7 @@ import pytest
 
 from soong_agent.adapters.inmemory.run_queue import InMemoryRunQueue
 from soong_agent.application.runs.handle import Run, RunResult
-from soong_agent.application.workers.worker import Worker, WorkerSettings
+from soong_agent.application.workers.worker import AlreadyEnded, Worker, WorkerSettings
 from soong_agent.ports.run_queue import Lease, QueuedRun
 from soong_agent.ports.storage import SessionBusy
 from soong_agent.testing import FixedClock
@@ -213,3 +213,23 @@ def test_a_worker_needs_a_slot_and_a_project(bad: dict[str, object]) -> None:
 
 async def _started(runs: Runs) -> bool:
     return bool(runs.started)
+
+
+async def test_a_run_found_ended_in_its_session_is_recorded_not_run() -> None:
+    queue, runs, clock = InMemoryRunQueue(), Runs(), FixedClock()
+    await queue.submit(queued(1))
+    await queue.submit(queued(2))
+    runs.refuse["run_0001"] = AlreadyEnded("completed", "")
+    runs.refuse["run_0002"] = AlreadyEnded("max_turns", "10 turns")
+    worker = Worker(queue, runs.start, clock, settings())
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+
+    async def both_ended() -> bool:
+        return all([(await queue.get(f"run_000{n}")).ended for n in (1, 2)])  # type: ignore[union-attr]
+
+    await until(both_ended)
+    stop.set()
+    assert (await asyncio.wait_for(serving, WAIT_S)).finished == {"completed": 1, "failed": 1}
+    failed = await queue.get("run_0002")
+    assert failed is not None and failed.reason == "max_turns: 10 turns"

@@ -17,10 +17,11 @@ from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.service import RunService
 from soong_agent.application.runs.starter import Assigned
 from soong_agent.application.workers.approvals import QUEUED_RUN
+from soong_agent.application.workers.worker import AlreadyEnded
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.run_queue import Lease, QueuedRun, RunOptions, RunQueue
-from soong_agent.ports.storage import RunFence, SessionStore
+from soong_agent.ports.storage import RunFence, RunInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator
 
 __all__ = ["TAKEOVER_MESSAGE", "Submission", "start_queued", "submit_run"]
@@ -86,9 +87,14 @@ async def start_queued(
     continues it (see the module docstring)."""
     queued, opts = lease.run, lease.run.options
     session = await store.get_session(queued.session_id)
-    earlier = session is not None and any(
-        r.id == queued.id for r in await store.list_runs(queued.session_id)
-    )
+    attempts = [
+        r
+        for r in (await store.list_runs(queued.session_id) if session is not None else [])
+        if r.id == queued.id or r.started_at >= queued.submitted_at
+    ]
+    earlier = any(r.id == queued.id for r in attempts)
+    if earlier:
+        _check_not_ended(queued, attempts[-1])
     assigned = Assigned(
         run_id=None if earlier else queued.id,
         session_id=queued.session_id,
@@ -128,6 +134,18 @@ async def _started(
         orchestrator=opts.orchestrator,
         assigned=assigned,
     )
+
+
+def _check_not_ended(queued: QueuedRun, last: RunInfo) -> None:
+    """Raise `AlreadyEnded` when the run's last attempt ended in its session although the
+    queue was not told (its worker died between the two writes): it is not run again. A
+    cancelled attempt ends it only when cancellation was asked for (a worker that stops
+    cancels what it holds and gives it back, to be continued)."""
+    if last.status in ("running", "interrupted"):
+        return
+    if last.status == "cancelled" and not queued.cancel_requested:
+        return
+    raise AlreadyEnded(last.status, last.reason or "")
 
 
 def _with(options: RunOptions, **changes: object) -> RunOptions:

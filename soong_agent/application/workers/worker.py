@@ -26,7 +26,7 @@ from soong_agent.ports.run_queue import Lease, LeaseLost, QueueStatus, RunQueue
 from soong_agent.ports.storage import SessionBusy
 from soong_agent.ports.system import Clock
 
-__all__ = ["StartClaimed", "Worker", "WorkerSettings", "WorkerTally"]
+__all__ = ["AlreadyEnded", "StartClaimed", "Worker", "WorkerSettings", "WorkerTally"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,16 @@ StartClaimed = Callable[[Lease, bool], Awaitable[Run]]
 """Start a claimed run (the bool: guarded by the fence alone, see `Assigned.fence_only`)."""
 
 _STATUS: dict[str, QueueStatus] = {"completed": "completed", "cancelled": "cancelled"}
+
+
+class AlreadyEnded(Exception):
+    """A claimed run had ended in its session before its worker could tell the queue (the
+    worker died between the two writes): its end is recorded, nothing runs again."""
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(f"{status}: {reason}" if reason else status)
+        self.status = status
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +154,10 @@ class Worker:
                 await self._give_back(lease)
                 await asyncio.sleep(self._settings.idle_poll_s)
                 return
+        except AlreadyEnded as ended:
+            status = _STATUS.get(ended.status, "failed")
+            await self._end(lease, status, "" if status == "completed" else str(ended))
+            return
         except (SoongAgentError, OSError, ValueError) as exc:
             await self._end(lease, "failed", f"the run could not start: {exc}")
             return

@@ -214,6 +214,9 @@ def worker_settings(loaded: LoadedConfig) -> WorkerSettings:
         heartbeat_s=workers.heartbeat_ms / 1000,
         max_attempts=workers.max_attempts,
         cancel_timeout_s=runtime.cancel_timeout_ms / 1000,
+        # a lease that ran out wakes nobody: an idle worker looks again at least this often,
+        # so a takeover starts within a heartbeat of the lease's end
+        idle_poll_s=min(1.0, workers.heartbeat_ms / 1000),
     )
 
 
