@@ -120,9 +120,9 @@ class QueueMethods:
             run = await self.queued_run(run_id)
             ended = run.ended  # read before the events: nothing stored after it is missed
             if await store.get_session(run.session_id) is not None:
-                for attempt in await store.list_runs(run.session_id):
-                    if attempt.id != run.id and attempt.started_at < run.submitted_at:
-                        continue  # a run of the session from before this one
+                from soong_agent.application.workers.queued import attempts_of
+
+                for attempt in attempts_of(run.id, await store.list_runs(run.session_id)):
                     events = await store.run_events(attempt.id)
                     for event in events[seen.get(attempt.id, 0) :]:
                         yield event

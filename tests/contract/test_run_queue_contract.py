@@ -88,10 +88,12 @@ def queue(backend: Backend) -> RunQueue:
     return backend.queue
 
 
-def queued(rid: str, project: str = P1, *, at: float = T0, **kw: Any) -> QueuedRun:
+def queued(
+    rid: str, project: str = P1, *, at: float = T0, session_id: str = "", **kw: Any
+) -> QueuedRun:
     return QueuedRun(
         id=rid,
-        session_id=f"ses_{rid}",
+        session_id=session_id or f"ses_{rid}",
         project_dir=project,
         message=f"do {rid}",
         submitted_at=at,
@@ -467,3 +469,17 @@ async def test_a_postgres_wait_is_woken_by_the_notification_alone(postgres_url: 
         assert await waiting is True  # no poll for ten minutes: the NOTIFY woke it
     finally:
         await queue.close()
+
+
+async def test_a_run_whose_session_another_run_holds_waits_behind_it(queue: RunQueue) -> None:
+    """Two runs of one session: while the first is held under a live lease, a claim passes
+    the second (it would only be refused) and takes the next session's run."""
+    await queue.submit(queued("first", session_id="ses_same", at=T0))
+    await queue.submit(queued("second", session_id="ses_same", at=T0 + 1))
+    await queue.submit(queued("other", at=T0 + 2))
+    first = await held(queue, "w1", now=T0 + 3)
+    assert first.run.id == "first"
+    assert (await held(queue, "w2", now=T0 + 4)).run.id == "other"
+    assert await claim(queue, "w3", now=T0 + 5) is None
+    await queue.finish(first, "completed", now=T0 + 6)
+    assert (await held(queue, "w3", now=T0 + 7)).run.id == "second"

@@ -112,6 +112,14 @@ class InMemoryRunQueue:
                         and r.lease_expires_at <= now
                     )
                 )
+                and not any(  # another run holds its session under a live lease
+                    o.session_id == r.session_id
+                    and o.id != r.id
+                    and o.status == "running"
+                    and o.lease_expires_at is not None
+                    and o.lease_expires_at > now
+                    for o in self._runs.values()
+                )
             ]
             if not found:
                 return None

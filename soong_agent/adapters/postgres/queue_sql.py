@@ -62,9 +62,12 @@ FENCE_HELD = f"SELECT 1 {_ROW} WHERE id = %s AND fence = %s AND status = 'runnin
 """The session store's check, in its commit's transaction: the lease's fence is the run's."""
 
 CLAIMABLE = (
-    f"SELECT {_COLUMNS} {_ROW} WHERE status IN ('queued', 'running')"
+    f"SELECT {_COLUMNS} {_ROW} AS q WHERE status IN ('queued', 'running')"
     " AND (status = 'queued' OR lease_expires_at <= %(now)s)"
-    " AND project_dir = ANY(%(projects)s) ORDER BY submitted_at, ordinal LIMIT 1"
+    " AND project_dir = ANY(%(projects)s)"
+    f" AND NOT EXISTS (SELECT 1 {_ROW} AS o WHERE o.session_id = q.session_id"
+    " AND o.id <> q.id AND o.status = 'running' AND o.lease_expires_at > %(now)s)"
+    " ORDER BY submitted_at, ordinal LIMIT 1"
     " FOR UPDATE SKIP LOCKED"
 )
 """The oldest run a claim may take (queued, or running under a lease that ended), locked; a

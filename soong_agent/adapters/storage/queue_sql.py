@@ -37,12 +37,16 @@ LIST_STATUS = (
 
 def claimable(projects: int) -> str:
     """The oldest run of `:p0` … that a claim may take: queued, or running under a lease that
-    ended at or before `:now`."""
+    ended at or before `:now`; not one whose session another run holds under a live lease
+    (it would only be refused, and keep the runs behind it waiting)."""
     names = ", ".join(f":p{i}" for i in range(projects))
     return (
-        f"SELECT {_COLUMNS} FROM run_queue WHERE status IN ('queued', 'running')"
+        f"SELECT {_COLUMNS} FROM run_queue AS q WHERE status IN ('queued', 'running')"
         " AND (status = 'queued' OR lease_expires_at <= :now)"
-        f" AND project_dir IN ({names}) ORDER BY submitted_at, rowid LIMIT 1"
+        f" AND project_dir IN ({names})"
+        " AND NOT EXISTS (SELECT 1 FROM run_queue AS o WHERE o.session_id = q.session_id"
+        " AND o.id <> q.id AND o.status = 'running' AND o.lease_expires_at > :now)"
+        " ORDER BY submitted_at, rowid LIMIT 1"
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,13 +57,16 @@ class NamedApprover:
         return await self._inner.review_plan(dataclasses.replace(request, agent=self._agent))
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True, slots=True)
 class Assigned:
     """The ids a queued run was given when it was submitted, and the lease of the worker
     that starts it (WORK-1, WORK-2): its batches carry the fence."""
 
-    run_id: str | None
-    """None: a takeover's run, given a new id (the first attempt's run is in the session)."""
+    run_id: str
+    """The first attempt's run has the queued run's id; a takeover's `<id>-<fence>`."""
     session_id: str
     fence: RunFence
     fence_only: bool = False
@@ -243,7 +247,10 @@ async def _holding(claim: SessionClaim, loop: Coroutine[Any, Any, RunResult]) ->
     try:
         return await loop
     finally:
-        await asyncio.shield(claim.release())
+        try:
+            await asyncio.shield(claim.release())
+        except Exception:  # the run's own end stands; the claim dies with its connection
+            log.warning("could not release session %s", claim.session_id, exc_info=True)
 
 
 async def wait_bounded(task: asyncio.Task[RunResult], timeout_s: float, cancel_s: float) -> bool:

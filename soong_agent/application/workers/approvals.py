@@ -15,15 +15,16 @@ the run (the run's task copies it): the approver is shared by every run of a run
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from contextvars import ContextVar
 
 from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview, review_by_decision
-from soong_agent.ports.approval_store import ApprovalStore, PendingApproval
+from soong_agent.ports.approval_store import ApprovalNotFound, ApprovalStore, PendingApproval
 from soong_agent.ports.run_queue import QueuedRun
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.system import Clock, IdGenerator
 
-__all__ = ["QUEUED_RUN", "DurableApprover"]
+__all__ = ["QUEUED_RUN", "DurableApprover", "close_left_over"]
 
 QUEUED_RUN: ContextVar[QueuedRun | None] = ContextVar("soong_agent_queued_run", default=None)
 """The queued run the current task belongs to (set by the worker; None elsewhere)."""
@@ -56,9 +57,23 @@ class DurableApprover:
         queued = QUEUED_RUN.get()
         if queued is None:
             return "deny"
+        approval_id = self._ids.new_id("apr")
+        try:
+            return await self._asked(queued, request, approval_id)
+        except asyncio.CancelledError:  # the run was cancelled: its question goes with it
+            await asyncio.shield(self._close(approval_id))
+            raise
+
+    async def _close(self, approval_id: str) -> None:
+        with contextlib.suppress(ApprovalNotFound):  # cancelled before it was stored
+            await self._store.expire(approval_id, now=self._clock.now())
+
+    async def _asked(
+        self, queued: QueuedRun, request: ApprovalRequest, approval_id: str
+    ) -> Decision:
         asked = await self._store.ask(
             PendingApproval(
-                id=self._ids.new_id("apr"),
+                id=approval_id,
                 run_id=queued.id,
                 session_id=queued.session_id,
                 project_dir=queued.project_dir,
@@ -71,11 +86,7 @@ class DurableApprover:
                 call_id=request.call_id,
             )
         )
-        try:
-            answered = await self._store.wait_answered(asked.id, self._timeout_s)
-        except asyncio.CancelledError:  # the run was cancelled: its question goes with it
-            await asyncio.shield(self._store.expire(asked.id, now=self._clock.now()))
-            raise
+        answered = await self._store.wait_answered(asked.id, self._timeout_s)
         if answered is None or answered.pending:
             answered = await self._store.expire(asked.id, now=self._clock.now())
         return answered.decision or "deny"
@@ -83,3 +94,13 @@ class DurableApprover:
     async def review_plan(self, request: ApprovalRequest) -> PlanReview:
         """A plan is approved as a call is: allowed means approved."""
         return await review_by_decision(self, request)
+
+
+async def close_left_over(store: ApprovalStore, run_id: str, clock: Clock) -> int:
+    """Expire the questions an earlier attempt of the queued run left pending (its worker
+    died while it waited): a takeover asks again, and an answer to the old one is refused
+    as expired instead of being taken and lost. Returns how many were closed."""
+    left = await store.list(status="pending", run_id=run_id)
+    for approval in left:
+        await store.expire(approval.id, now=clock.now())
+    return len(left)

@@ -11,6 +11,7 @@ are in the session and are not run again; one cut off gets its synthesised resul
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from soong_agent.application.runs.handle import Run
@@ -24,7 +25,7 @@ from soong_agent.ports.run_queue import Lease, QueuedRun, RunOptions, RunQueue
 from soong_agent.ports.storage import RunFence, RunInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator
 
-__all__ = ["TAKEOVER_MESSAGE", "Submission", "start_queued", "submit_run"]
+__all__ = ["TAKEOVER_MESSAGE", "Submission", "attempts_of", "start_queued", "submit_run"]
 
 TAKEOVER_MESSAGE = (
     "The worker that was running this request stopped before it finished. Carry on with the "
@@ -87,16 +88,13 @@ async def start_queued(
     continues it (see the module docstring)."""
     queued, opts = lease.run, lease.run.options
     session = await store.get_session(queued.session_id)
-    attempts = [
-        r
-        for r in (await store.list_runs(queued.session_id) if session is not None else [])
-        if r.id == queued.id or r.started_at >= queued.submitted_at
-    ]
-    earlier = any(r.id == queued.id for r in attempts)
+    runs = await store.list_runs(queued.session_id) if session is not None else []
+    attempts = attempts_of(queued.id, runs)
+    earlier = bool(attempts)
     if earlier:
         _check_not_ended(queued, attempts[-1])
     assigned = Assigned(
-        run_id=None if earlier else queued.id,
+        run_id=f"{queued.id}-{lease.fence}" if earlier else queued.id,
         session_id=queued.session_id,
         fence=RunFence(queued.id, lease.fence),
         fence_only=fence_only,
@@ -129,11 +127,23 @@ async def _started(
         session_id=queued.session_id if stored else None,
         from_message=None if earlier else opts.from_message,
         limits=limits,
-        plan_mode=opts.plan_mode,
+        plan_mode=opts.plan_mode and not earlier,  # a takeover keeps the mode it was in
         agent=opts.agent,
         orchestrator=opts.orchestrator,
         assigned=assigned,
     )
+
+
+def attempts_of(run_id: str, runs: Sequence[RunInfo]) -> list[RunInfo]:
+    """The runs of a session that are attempts of the queued run `run_id`, in order: the
+    first has its id, a takeover's is `<id>-<fence>` (fences only grow)."""
+
+    def fence(run: RunInfo) -> int:
+        suffix = run.id[len(run_id) + 1 :]
+        return int(suffix) if suffix.isdigit() else 0
+
+    mine = [r for r in runs if r.id == run_id or r.id.startswith(run_id + "-")]
+    return sorted(mine, key=fence)
 
 
 def _check_not_ended(queued: QueuedRun, last: RunInfo) -> None:

@@ -14,7 +14,6 @@ another worker takes them up without counting an attempt against them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -82,6 +81,7 @@ class Worker:
         settings: WorkerSettings,
         *,
         report: Callable[[str], None] | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         if settings.concurrency < 1:
             raise UsageError(f"a worker runs at least one run at once, not {settings.concurrency}")
@@ -91,7 +91,9 @@ class Worker:
         self._start = start
         self._clock = clock
         self._settings = settings
-        self._report = report or (lambda _line: None)
+        self._redact = redact or (lambda text: text)
+        say = report or (lambda _line: None)
+        self._report: Callable[[str], None] = lambda line: say(self._redact(line))
         self._held: dict[asyncio.Task[None], Lease] = {}
         self._runs: dict[str, Run] = {}
         self._renewed: dict[str, Lease] = {}  # by run id: the lease as last renewed
@@ -114,6 +116,10 @@ class Worker:
                 )
                 for extra in (pending | done) - {stopping} - set(self._held):
                     extra.cancel()
+                    if extra in done and not extra.cancelled() and extra.exception():
+                        # the store is away: said, and looked at again after a pause
+                        self._report(f"could not wait for work: {extra.exception()}")
+                        await asyncio.sleep(s.idle_poll_s)
         finally:
             stopping.cancel()
             await self._wind_down()
@@ -145,14 +151,8 @@ class Worker:
         queued = lease.run
         self._report(f"run {queued.id} (session {queued.session_id}, attempt {queued.attempts})")
         try:
-            run = await self._start(lease, queued.attempts > 1)
-        except SessionBusy as exc:
-            if queued.attempts > 1:  # a frozen holder keeps its claim: the fence guards
-                run = await self._start(lease, True)
-            else:  # someone runs the session by hand: the run waits its turn
-                self._report(f"run {queued.id}: {exc}; back to the queue")
-                await self._give_back(lease)
-                await asyncio.sleep(self._settings.idle_poll_s)
+            run = await self._begin(lease)
+            if run is None:
                 return
         except AlreadyEnded as ended:
             status = _STATUS.get(ended.status, "failed")
@@ -176,6 +176,20 @@ class Worker:
             return
         await self._end(current, _STATUS.get(result.status, "failed"), _reason(result))
 
+    async def _begin(self, lease: Lease) -> Run | None:
+        """Start the run holding its session; None when it went back to the queue."""
+        queued = lease.run
+        try:
+            return await self._start(lease, False)
+        except SessionBusy as exc:
+            if queued.attempts > 1:  # a frozen holder may keep its claim: the fence guards
+                return await self._start(lease, True)
+            # someone runs the session by hand: the run waits its turn
+            self._report(f"run {queued.id}: {exc}; back to the queue")
+            await self._give_back(lease)
+            await asyncio.sleep(self._settings.idle_poll_s)  # (not at once round again)
+            return None
+
     async def _keep(self, lease: Lease, run: Run) -> None:
         """Renew the lease every heartbeat; cancel the run when it was taken over or its
         cancellation was asked for. Returns (with `LeaseLost` as its exception) when lost."""
@@ -189,7 +203,12 @@ class Worker:
                 raise
             except SoongAgentError as exc:  # the store is away: the lease may still be good
                 self._report(f"run {lease.run.id}: could not renew its lease: {exc}")
-                continue
+                if self._clock.now() < lease.expires_at:
+                    continue
+                # past its end another worker may hold the run: it must not run here too
+                self._report(f"run {lease.run.id}: its lease ran out unrenewed; stopping it")
+                await run.cancel()
+                raise LeaseLost(lease.run.id, lease.fence) from exc
             self._renewed[lease.run.id] = lease
             if lease.run.cancel_requested:
                 self._report(f"run {lease.run.id}: cancellation asked for")
@@ -197,6 +216,7 @@ class Worker:
                 return
 
     async def _end(self, lease: Lease, status: QueueStatus, reason: str) -> None:
+        reason = self._redact(reason)  # the queue is read by anyone: no secret in it
         try:
             await self._queue.finish(lease, status, reason=reason, now=self._clock.now())
         except LeaseLost:
@@ -220,14 +240,13 @@ class Worker:
         held = dict(self._held)
         self._report(f"stopping: waiting for {len(held)} run(s) to end")
         _done, late = await asyncio.wait(set(held), timeout=self._settings.cancel_timeout_s)
+        runs = [r for t in late if (r := self._runs.get(held[t].run.id)) is not None]
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*(run.cancel() for run in runs))  # together: one timeout
+        await asyncio.gather(*late, return_exceptions=True)
         for task in late:
             lease = self._renewed.get(held[task].run.id, held[task])
-            run = self._runs.get(lease.run.id)
-            task.cancel()
-            if run is not None:
-                await run.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
             await self._give_back(lease)
             self._report(f"run {lease.run.id}: given back to the queue")
 

@@ -179,11 +179,13 @@ def show_command(run_id: str, *, path: str | None, output: str) -> int:
         store = container.adapters.session_store()
         known = await store.get_session(run.session_id) is not None
         runs = await store.list_runs(run.session_id) if known else []
-        attempts = [r for r in runs if r.id == run.id or r.started_at >= run.submitted_at]
+        from soong_agent.application.workers.queued import attempts_of
+
+        attempts = attempts_of(run.id, runs)
         events = [e for r in attempts for e in await store.run_events(r.id)]
         if output == "json":
             doc = _as_json(run) | {
-                "session_runs": [{"run_id": r.id, "status": r.status} for r in runs],
+                "attempt_runs": [{"run_id": r.id, "status": r.status} for r in attempts],
                 "events": len(events),
             }
             sys.stdout.write(redactor.redact(json.dumps(doc)) + "\n")
@@ -228,7 +230,8 @@ def wait_command(run_id: str, *, path: str | None, timeout: float | None) -> int
             run = await _find(container, run_id)
             if run.ended:
                 why = f" ({run.reason})" if run.reason else ""
-                sys.stdout.write(f"run {run.id}: {run.status}{why}\n")
+                redactor = container.adapters.redactor()
+                sys.stdout.write(redactor.redact(f"run {run.id}: {run.status}{why}") + "\n")
                 if run.status == "completed":
                     return EXIT_OK
                 return EXIT_CANCELLED if run.status == "cancelled" else EXIT_FAILED

@@ -86,6 +86,7 @@ class _Runtimes:
 async def _serve(
     folders: tuple[str, ...], concurrency: int, worker_id: str | None, quiet: bool
 ) -> int:
+    from soong_agent.application.workers.approvals import close_left_over
     from soong_agent.application.workers.queued import start_queued
     from soong_agent.application.workers.worker import Worker
 
@@ -104,6 +105,10 @@ async def _serve(
         )
         service = container.services.run_service()
         store = container.adapters.session_store()
+        if lease.run.attempts > 1:  # what the lost attempt asked is asked again
+            await close_left_over(
+                container.adapters.approval_store(), lease.run.id, container.adapters.clock()
+            )
         return await start_queued(service, store, lease, fence_only=fence_only)
 
     def report(line: str) -> None:
@@ -111,7 +116,15 @@ async def _serve(
             sys.stderr.write(f"soong-agent worker {name}: {line}\n")
             sys.stderr.flush()
 
-    worker = Worker(adapters.run_queue(), start, adapters.clock(), settings, report=report)
+    redactor = adapters.redactor()
+    worker = Worker(
+        adapters.run_queue(),
+        start,
+        adapters.clock(),
+        settings,
+        report=report,
+        redact=redactor.redact,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
