@@ -14,6 +14,7 @@ import pytest
 
 from soong_agent.adapters.inmemory.run_queue import InMemoryRunQueue
 from soong_agent.application.runs.handle import Run, RunResult
+from soong_agent.application.workers.approvals import PARKED
 from soong_agent.application.workers.worker import AlreadyEnded, Worker, WorkerSettings
 from soong_agent.ports.run_queue import Lease, QueuedRun
 from soong_agent.ports.storage import SessionBusy
@@ -233,3 +234,37 @@ async def test_a_run_found_ended_in_its_session_is_recorded_not_run() -> None:
     assert (await asyncio.wait_for(serving, WAIT_S)).finished == {"completed": 1, "failed": 1}
     failed = await queue.get("run_0002")
     assert failed is not None and failed.reason == "max_turns: 10 turns"
+
+
+async def test_a_run_waiting_for_an_approval_holds_no_slot() -> None:
+    queue, runs, clock = InMemoryRunQueue(), Runs(), FixedClock()
+    await queue.submit(queued(1))
+    await queue.submit(queued(2))
+    answered = asyncio.Event()
+
+    async def asks() -> RunResult:
+        parked = PARKED.get()  # as the durable approver does while it waits for an answer
+        assert parked is not None
+        parked(True)
+        await answered.wait()
+        parked(False)
+        return RunResult("ses_0001", "run_0001", "completed")
+
+    runs.bodies["run_0001"] = asks
+    worker = Worker(queue, runs.start, clock, settings(concurrency=1))
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+
+    async def second_done() -> bool:
+        return await status_of(queue, "run_0002") == "completed"
+
+    await until(second_done)  # taken while the first waits, though one slot only
+    assert await status_of(queue, "run_0001") == "running"
+    answered.set()
+
+    async def first_done() -> bool:
+        return await status_of(queue, "run_0001") == "completed"
+
+    await until(first_done)
+    stop.set()
+    assert (await asyncio.wait_for(serving, WAIT_S)).finished == {"completed": 2}

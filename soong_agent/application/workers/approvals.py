@@ -3,7 +3,8 @@ durable pending approval that `approvals answer`, the SDK or a `permission_reque
 the gate asks first) answers from any process or host.
 
 The run waits for the answer as an await (no polling of its own, no thread): the store wakes it
-(PostgreSQL's NOTIFY, a cheap poll on SQLite). After `timeout_s` (None: no limit) the approval
+(PostgreSQL's NOTIFY, a cheap poll on SQLite), and its worker does not count it against its
+concurrency meanwhile (`PARKED`). After `timeout_s` (None: no limit) the approval
 expires, denied, and the run goes on. A run cancelled while it waits expires its approval, so
 nothing is left pending for a run that is gone. What is stored is scrubbed of secrets first (a
 diff may show a file holding a key).
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from contextvars import ContextVar
 
 from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview, review_by_decision
@@ -24,10 +26,13 @@ from soong_agent.ports.run_queue import QueuedRun
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.system import Clock, IdGenerator
 
-__all__ = ["QUEUED_RUN", "DurableApprover", "close_left_over"]
+__all__ = ["PARKED", "QUEUED_RUN", "DurableApprover", "close_left_over"]
 
 QUEUED_RUN: ContextVar[QueuedRun | None] = ContextVar("soong_agent_queued_run", default=None)
 """The queued run the current task belongs to (set by the worker; None elsewhere)."""
+PARKED: ContextVar[Callable[[bool], None] | None] = ContextVar("soong_agent_parked", default=None)
+"""Told True while the current run waits for an answer, False when it goes on: its worker
+does not count a waiting run against its concurrency (set by the worker; None elsewhere)."""
 
 
 class DurableApprover:
@@ -86,7 +91,14 @@ class DurableApprover:
                 call_id=request.call_id,
             )
         )
-        answered = await self._store.wait_answered(asked.id, self._timeout_s)
+        parked = PARKED.get()
+        if parked is not None:
+            parked(True)
+        try:
+            answered = await self._store.wait_answered(asked.id, self._timeout_s)
+        finally:
+            if parked is not None:
+                parked(False)
         if answered is None or answered.pending:
             answered = await self._store.expire(asked.id, now=self._clock.now())
         return answered.decision or "deny"

@@ -6,6 +6,9 @@ taken over (`LeaseLost`) it cancels the run at once (the store refuses its batch
 nothing more); when cancellation was asked for (`runs cancel`, from any process) it cancels the
 run, which ends `cancelled`. When the run ends, its queue record ends with it.
 
+A run waiting for an answer to an approval question holds no slot: the worker claims another
+meanwhile (when the answer comes, it may briefly run one more than `concurrency`).
+
 Stopping (`stop` set: SIGTERM or SIGINT in the CLI) ends claiming at once; the runs held are
 given `cancel_timeout_s` to finish, then cancelled and given back to the queue (`release`), so
 another worker takes them up without counting an attempt against them.
@@ -20,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soong_agent.application.runs.handle import Run, RunResult
+from soong_agent.application.workers.approvals import PARKED
 from soong_agent.ports.errors import SoongAgentError, UsageError
 from soong_agent.ports.run_queue import Lease, LeaseLost, QueueStatus, RunQueue
 from soong_agent.ports.storage import SessionBusy
@@ -97,7 +101,21 @@ class Worker:
         self._held: dict[asyncio.Task[None], Lease] = {}
         self._runs: dict[str, Run] = {}
         self._renewed: dict[str, Lease] = {}  # by run id: the lease as last renewed
+        self._parked: set[str] = set()  # runs waiting for an approval: they hold no slot
+        self._changed = asyncio.Event()  # a run parked: a slot may be free
         self.tally = WorkerTally()
+
+    def _busy(self) -> int:
+        """The slots in use: the runs held, but those waiting for an answer."""
+        held = {lease.run.id for lease in self._held.values()}
+        return len(self._held) - len(self._parked & held)
+
+    def _park(self, run_id: str, parked: bool) -> None:
+        if parked:
+            self._parked.add(run_id)
+        else:
+            self._parked.discard(run_id)
+        self._changed.set()
 
     async def serve(self, stop: asyncio.Event) -> WorkerTally:
         """Claim and run until `stop` is set; then finish or give back what is held."""
@@ -105,12 +123,14 @@ class Worker:
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while not stop.is_set():
-                if len(self._held) < s.concurrency and await self._claim_one():
+                self._changed.clear()
+                if self._busy() < s.concurrency and await self._claim_one():
                     continue  # there may be more
                 waits: set[asyncio.Future[Any]] = {stopping}
-                if len(self._held) < s.concurrency:
+                if self._busy() < s.concurrency:
                     waits.add(asyncio.ensure_future(self._queue.wait_for_work(s.idle_poll_s)))
                 waits |= set(self._held)  # a slot frees up
+                waits.add(asyncio.ensure_future(self._changed.wait()))  # or a run parks
                 done, pending = await asyncio.wait(
                     waits, timeout=s.idle_poll_s, return_when=asyncio.FIRST_COMPLETED
                 )
@@ -150,6 +170,8 @@ class Worker:
         """Run the claimed run to its end under its lease."""
         queued = lease.run
         self._report(f"run {queued.id} (session {queued.session_id}, attempt {queued.attempts})")
+        # (this task's context, copied by the run's task: its approvals park it here)
+        PARKED.set(lambda parked: self._park(queued.id, parked))
         try:
             run = await self._begin(lease)
             if run is None:
@@ -169,6 +191,7 @@ class Worker:
             keeper.cancel()
             await asyncio.wait({keeper})  # its LeaseLost, if any, is read below
             self._runs.pop(queued.id, None)
+            self._parked.discard(queued.id)
         current = self._renewed.pop(queued.id, lease)
         if keeper_lost(keeper):
             self.tally.lost += 1
