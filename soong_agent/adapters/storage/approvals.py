@@ -13,34 +13,20 @@ its own connection; constructing a store does no I/O.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from soong_agent.adapters import approval_rules as rules
 from soong_agent.adapters.storage.approval_db import ApprovalDatabase
-from soong_agent.adapters.storage.worker import SerialWorker
+from soong_agent.adapters.storage.side_db import SideStore
 from soong_agent.ports.approval import Decision
 from soong_agent.ports.approval_store import ApprovalNotFound, ApprovalStatus, PendingApproval
-from soong_agent.ports.errors import UsageError
 
 _T = TypeVar("_T")
 
 
-def _into(future: concurrent.futures.Future[Any], call: Callable[..., Any], *args: Any) -> None:
-    """On the worker: `call(*args)` into `future` (skipped when its caller gave up first)."""
-    if not future.set_running_or_notify_cancel():
-        return
-    try:
-        result = call(*args)
-    except BaseException as exc:  # handed to the awaiting coroutine, raised there
-        future.set_exception(exc)
-        return
-    future.set_result(result)
-
-
-class SqliteApprovalStore:
+class SqliteApprovalStore(SideStore[ApprovalDatabase]):
     """An `ApprovalStore` in the session database at `db_path` (the file `SqliteSessionStore`
     uses).
 
@@ -53,30 +39,11 @@ class SqliteApprovalStore:
     """
 
     def __init__(self, db_path: Path, *, busy_timeout_ms: int = 5000, poll_s: float = 0.1) -> None:
-        if not poll_s > 0:
-            raise ValueError(f"poll_s must be positive, not {poll_s}")
-        self._db = ApprovalDatabase(Path(db_path), busy_timeout_ms)
-        self._poll_s = poll_s
-        self._worker = SerialWorker("soong-sqlite-approvals")
-        self._closed = False
-
-    @property
-    def db_path(self) -> Path:
-        """The database file."""
-        return self._db.path
-
-    def __repr__(self) -> str:
-        return f"SqliteApprovalStore({str(self._db.path)!r})"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(f"the approval store in {self._db.path} is closed")
-
-    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        self._check_open()
-        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
-        self._worker.submit(_into, future, self._db.call, fn, *args)
-        return await asyncio.wrap_future(future)
+        super().__init__(
+            ApprovalDatabase(Path(db_path), busy_timeout_ms),
+            poll_s=poll_s,
+            thread="soong-sqlite-approvals",
+        )
 
     async def ask(self, approval: PendingApproval) -> PendingApproval:
         """Store `approval` as pending; `UsageError` when its id exists already."""
@@ -132,15 +99,3 @@ class SqliteApprovalStore:
             await asyncio.sleep(self._poll_s if left is None else min(left, self._poll_s))
             if self._closed:
                 return None
-
-    async def close(self) -> None:
-        """Finish pending work, then close the connection and stop the worker thread."""
-        if self._closed:
-            return
-        self._closed = True
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._worker.submit(_into, future, self._db.close)
-        try:
-            await asyncio.shield(asyncio.wrap_future(future))
-        finally:
-            self._worker.stop()

@@ -18,33 +18,21 @@ import concurrent.futures
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from soong_agent.adapters import run_queue_rules as rules
 from soong_agent.adapters.storage.queue_db import QueueDatabase
-from soong_agent.adapters.storage.worker import SerialWorker
-from soong_agent.ports.errors import SoongAgentError, UsageError
+from soong_agent.adapters.storage.side_db import SideStore
+from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.run_queue import Lease, QueuedRun, QueueStatus
 
 _T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
 
-def _into(future: concurrent.futures.Future[Any], call: Callable[..., Any], *args: Any) -> None:
-    """On the worker: `call(*args)` into `future` (skipped when its caller gave up first)."""
-    if not future.set_running_or_notify_cancel():
-        return
-    try:
-        result = call(*args)
-    except BaseException as exc:  # handed to the awaiting coroutine, raised there
-        future.set_exception(exc)
-        return
-    future.set_result(result)
-
-
-class SqliteRunQueue:
+class SqliteRunQueue(SideStore[QueueDatabase]):
     """A `RunQueue` in the session database at `db_path` (the file `SqliteSessionStore` uses).
 
     Refusals are those of every queue (`adapters.run_queue_rules`); a database that cannot be
@@ -58,34 +46,12 @@ class SqliteRunQueue:
     """
 
     def __init__(self, db_path: Path, *, busy_timeout_ms: int = 5000, poll_s: float = 0.1) -> None:
-        if not poll_s > 0:
-            raise ValueError(f"poll_s must be positive, not {poll_s}")
-        self._db = QueueDatabase(Path(db_path), busy_timeout_ms)
-        self._poll_s = poll_s
-        self._worker = SerialWorker("soong-sqlite-queue")
+        super().__init__(
+            QueueDatabase(Path(db_path), busy_timeout_ms),
+            poll_s=poll_s,
+            thread="soong-sqlite-queue",
+        )
         self._seen: int | None = None
-        self._closed = False
-
-    @property
-    def db_path(self) -> Path:
-        """The database file."""
-        return self._db.path
-
-    def __repr__(self) -> str:
-        return f"SqliteRunQueue({str(self._db.path)!r})"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(f"the run queue in {self._db.path} is closed")
-
-    def _start(self, fn: Callable[..., _T], *args: Any) -> concurrent.futures.Future[_T]:
-        self._check_open()
-        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
-        self._worker.submit(_into, future, self._db.call, fn, *args)
-        return future
-
-    async def _run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        return await asyncio.wrap_future(self._start(fn, *args))
 
     async def submit(self, run: QueuedRun) -> QueuedRun:
         """Store `run` as queued; `UsageError` when its id is queued already."""
@@ -176,18 +142,6 @@ class SqliteRunQueue:
             await asyncio.sleep(min(left, self._poll_s))
             if self._closed:
                 return False
-
-    async def close(self) -> None:
-        """Finish pending work, then close the connection and stop the worker thread."""
-        if self._closed:
-            return
-        self._closed = True
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._worker.submit(_into, future, self._db.close)
-        try:
-            await asyncio.shield(asyncio.wrap_future(future))
-        finally:
-            self._worker.stop()
 
     async def list(
         self, *, status: QueueStatus | None = None, limit: int = 100
