@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from soong_agent.ports.errors import UsageError
@@ -28,9 +28,8 @@ class QueueMethods:
 
     _container: Any
     loaded: LoadedConfig
-
-    def _check_open(self) -> None:  # (AgentRuntime's)
-        raise NotImplementedError
+    _check_open: Callable[[], None]
+    """AgentRuntime's: UsageError once the runtime is closed."""
 
     def _queue(self) -> RunQueue:
         self._check_open()

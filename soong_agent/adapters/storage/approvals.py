@@ -15,15 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from soong_agent.adapters import approval_rules as rules
 from soong_agent.adapters.storage.approval_db import ApprovalDatabase
 from soong_agent.adapters.storage.side_db import SideStore
 from soong_agent.ports.approval import Decision
 from soong_agent.ports.approval_store import ApprovalNotFound, ApprovalStatus, PendingApproval
-
-_T = TypeVar("_T")
 
 
 class SqliteApprovalStore(SideStore[ApprovalDatabase]):

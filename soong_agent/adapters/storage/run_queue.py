@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from soong_agent.adapters import run_queue_rules as rules
 from soong_agent.adapters.storage.queue_db import QueueDatabase
@@ -28,7 +27,6 @@ from soong_agent.adapters.storage.side_db import SideStore
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.run_queue import Lease, QueuedRun, QueueStatus
 
-_T = TypeVar("_T")
 log = logging.getLogger(__name__)
 
 
