@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from soong_agent.adapters import approval_rules as rules
 from soong_agent.adapters.postgres import approval_sql as sql
-from soong_agent.adapters.postgres.queue_listener import QueueListener
+from soong_agent.adapters.postgres.queue_listener import ListeningStore
 from soong_agent.ports.approval import Decision
 from soong_agent.ports.approval_store import ApprovalNotFound, ApprovalStatus, PendingApproval
 from soong_agent.ports.errors import UsageError
@@ -40,7 +40,7 @@ async def _one(
     return None if row is None else rules.pending_approval(row)
 
 
-class PostgresApprovalStore:
+class PostgresApprovalStore(ListeningStore):
     """An `ApprovalStore` in a PostgreSQL database (`PostgresDatabase`), shared by processes
     and hosts.
 
@@ -53,33 +53,13 @@ class PostgresApprovalStore:
     """
 
     def __init__(self, database: PostgresDatabase, *, fallback_poll_s: float = 2.0) -> None:
-        if not fallback_poll_s > 0:
-            raise ValueError(f"fallback_poll_s must be positive, not {fallback_poll_s}")
-        self._db = database
-        database.attach()
-        self._fallback_poll_s = fallback_poll_s
-        self._listener: QueueListener | None = None
-        self._closed = False
-
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database this store is in."""
-        return self._db
-
-    def __repr__(self) -> str:
-        return f"PostgresApprovalStore({self._db.where!r})"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(f"the approval store in the {self._db.where} is closed")
-
-    def _here(self) -> QueueListener:
-        listener = self._listener
-        if listener is None or listener.loop is not asyncio.get_running_loop():
-            listener = self._listener = QueueListener(
-                self._db, retry_s=self._fallback_poll_s, channel=sql.CHANNEL, about="approvals"
-            )
-        return listener
+        super().__init__(
+            database,
+            fallback_poll_s=fallback_poll_s,
+            channel=sql.CHANNEL,
+            about="approvals",
+            what="the approval store",
+        )
 
     async def ask(self, approval: PendingApproval) -> PendingApproval:
         """Store `approval` as pending and notify; `UsageError` when its id exists already."""
@@ -227,8 +207,5 @@ class PostgresApprovalStore:
         """Stop listening and stop using the database (its pool closes with the last store)."""
         if self._closed:
             return
-        self._closed = True
-        listener, self._listener = self._listener, None
-        if listener is not None and listener.loop is asyncio.get_running_loop():
-            await listener.close()
+        await self._stop_listening()
         await self._db.detach()

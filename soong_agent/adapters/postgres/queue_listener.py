@@ -146,3 +146,54 @@ class QueueListener:
         for waiting in self._waiters:
             if not waiting.done():
                 waiting.set_result(None)
+
+
+class ListeningStore:
+    """What the PostgreSQL stores that LISTEN share (the run queue, the approvals): the
+    database they use, a listener per event loop on their channel, and their closing."""
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        fallback_poll_s: float,
+        channel: str,
+        about: str,
+        what: str,
+    ) -> None:
+        if not fallback_poll_s > 0:
+            raise ValueError(f"fallback_poll_s must be positive, not {fallback_poll_s}")
+        self._db = database
+        database.attach()
+        self._fallback_poll_s = fallback_poll_s
+        self._channel, self._about, self._what = channel, about, what
+        self._listener: QueueListener | None = None
+        self._closed = False
+
+    @property
+    def database(self) -> PostgresDatabase:
+        """The database this store is in."""
+        return self._db
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._db.where!r})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(f"{self._what} in the {self._db.where} is closed")
+
+    def _here(self) -> QueueListener:
+        """The listener of the running event loop (made when first needed)."""
+        listener = self._listener
+        if listener is None or listener.loop is not asyncio.get_running_loop():
+            listener = self._listener = QueueListener(
+                self._db, retry_s=self._fallback_poll_s, channel=self._channel, about=self._about
+            )
+        return listener
+
+    async def _stop_listening(self) -> None:
+        """Mark the store closed and close its listener (if of this loop)."""
+        self._closed = True
+        listener, self._listener = self._listener, None
+        if listener is not None and listener.loop is asyncio.get_running_loop():
+            await listener.close()

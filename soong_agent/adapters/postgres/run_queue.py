@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from soong_agent.adapters import run_queue_rules as rules
 from soong_agent.adapters.postgres import queue_sql as sql
-from soong_agent.adapters.postgres.queue_listener import QueueListener
-from soong_agent.ports.errors import SoongAgentError, UsageError
+from soong_agent.adapters.postgres.queue_listener import ListeningStore
+from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.run_queue import Lease, LeaseLost, QueuedRun, QueueStatus, RunNotQueued
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ async def _ended_by(
     return found
 
 
-class PostgresRunQueue:
+class PostgresRunQueue(ListeningStore):
     """A `RunQueue` in a PostgreSQL database (`PostgresDatabase`), shared by processes and
     hosts.
 
@@ -76,34 +76,14 @@ class PostgresRunQueue:
     """
 
     def __init__(self, database: PostgresDatabase, *, fallback_poll_s: float = 2.0) -> None:
-        if not fallback_poll_s > 0:
-            raise ValueError(f"fallback_poll_s must be positive, not {fallback_poll_s}")
-        self._db = database
-        database.attach()
-        self._fallback_poll_s = fallback_poll_s
-        self._listener: QueueListener | None = None
+        super().__init__(
+            database,
+            fallback_poll_s=fallback_poll_s,
+            channel=sql.CHANNEL,
+            about="queued runs",
+            what="the run queue",
+        )
         self._giving_back: set[asyncio.Task[None]] = set()
-        self._closed = False
-
-    @property
-    def database(self) -> PostgresDatabase:
-        """The database this queue is in."""
-        return self._db
-
-    def __repr__(self) -> str:
-        return f"PostgresRunQueue({self._db.where!r})"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(f"the run queue in the {self._db.where} is closed")
-
-    def _here(self) -> QueueListener:
-        listener = self._listener
-        if listener is None or listener.loop is not asyncio.get_running_loop():
-            listener = self._listener = QueueListener(self._db, retry_s=self._fallback_poll_s)
-        return listener
-
-    # --- submitting and claiming -----------------------------------------------------------
 
     async def submit(self, run: QueuedRun) -> QueuedRun:
         """Store `run` as queued and notify; `UsageError` when its id is queued already."""
@@ -315,10 +295,7 @@ class PostgresRunQueue:
         """Stop listening and stop using the database (its pool closes with the last store)."""
         if self._closed:
             return
-        self._closed = True
-        listener, self._listener = self._listener, None
-        if listener is not None and listener.loop is asyncio.get_running_loop():
-            await listener.close()
+        await self._stop_listening()
         if self._giving_back:
             await asyncio.wait(list(self._giving_back))
         await self._db.detach()
