@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 
@@ -69,6 +71,26 @@ def start_worker(
     )
     started.append(proc)
     return proc
+
+
+def read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> list[str]:
+    """The worker's stderr lines up to the first holding `text`, its end, or `timeout` (a
+    reader thread: a silent worker must fail the test, not hang it)."""
+    assert proc.stderr is not None
+    stream = proc.stderr
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in stream], daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            break
+        seen.append(line)
+        if text in line:
+            break
+    return seen
 
 
 def test_detached_runs_are_run_once_each_by_two_workers(
@@ -172,14 +194,7 @@ def test_a_frozen_workers_run_is_taken_over_and_the_old_worker_writes_nothing_mo
     finally:
         os.killpg(frozen.pid, signal.SIGCONT)
     # woken, the old worker finds its lease taken over and stops the run
-    deadline = time.monotonic() + WAIT_S
-    lines: list[str] = []
-    assert frozen.stderr is not None
-    while time.monotonic() < deadline:
-        line = frozen.stderr.readline()
-        lines.append(line)
-        if "taken over" in line or not line:
-            break
+    lines = read_until(frozen, "taken over", WAIT_S)
     assert any("taken over" in line for line in lines), "".join(lines)
     frozen.send_signal(signal.SIGTERM)
     frozen.wait(timeout=WAIT_S)

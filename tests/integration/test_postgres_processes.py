@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from soong_agent.adapters.postgres import PostgresDatabase, PostgresSettings
+from soong_agent.adapters.postgres.queue_sql import FENCE_HELD
+from soong_agent.adapters.postgres.run_queue import PostgresRunQueue
 from soong_agent.adapters.postgres.session_store import INTERRUPTED_REASON
+from soong_agent.ports.run_queue import QueuedRun
 from soong_agent.ports.storage import SessionBusy, SessionClaim, SessionStore
 from tests.support import postgres
 from tests.support.store_child import open_store
@@ -177,3 +182,38 @@ async def test_a_sqlite_run_whose_process_was_killed_shows_as_interrupted_too(
         assert [r.status for r in await store.list_runs("s1")] == ["interrupted"]
     finally:
         await store.close()
+
+
+async def test_a_transaction_a_frozen_client_left_open_does_not_hold_up_a_takeover(
+    postgres_url: str,
+) -> None:
+    """A worker stopped (SIGSTOP, a paused VM) half way through a fenced commit holds the run's
+    row `FOR SHARE` in a transaction it never ends; the claim of another worker passes over
+    locked rows, so the server must end that silent session (after the statement timeout)."""
+    settings = PostgresSettings(postgres_url, statement_timeout_ms=500)
+    queue = PostgresRunQueue(PostgresDatabase(settings))
+    frozen_db = PostgresDatabase(settings)
+    try:
+        await queue.submit(
+            QueuedRun(id="r1", session_id="ses_1", project_dir="/p", message="go", submitted_at=1)
+        )
+        first = await queue.claim("frozen", ["/p"], lease_s=0.2, max_attempts=3, now=time.time())
+        assert first is not None
+        conn = await frozen_db.connect()
+        await conn.execute("BEGIN")
+        await conn.execute(FENCE_HELD, ("r1", first.fence))  # and then nothing more
+        taken = None
+        deadline = time.monotonic() + 15
+        while taken is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            taken = await queue.claim(
+                "rescuer", ["/p"], lease_s=10, max_attempts=3, now=time.time()
+            )
+        assert taken is not None, "the frozen client's lock held the run for ever"
+        assert taken.worker == "rescuer" and taken.fence == first.fence + 1
+        with pytest.raises(psycopg.Error, match="idle-in-transaction"):  # the server ended it
+            await conn.execute("SELECT 1")
+        await conn.close()
+    finally:
+        await queue.close()
+        await frozen_db.close()

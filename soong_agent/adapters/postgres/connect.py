@@ -183,11 +183,18 @@ def _safe_params(settings: PostgresSettings) -> dict[str, str]:
 # --- connections ----------------------------------------------------------------------------------
 
 
+CONFIGURE = (
+    "SELECT set_config('statement_timeout', %(ms)s, false),"
+    " set_config('idle_in_transaction_session_timeout', %(ms)s, false)"
+)
+"""Settings every connection gets when it is opened: the statement timeout, and the same limit
+on a transaction left open by a client that stopped answering (a frozen process): the server
+ends such a session, so its row locks cannot hold up another worker's takeover for ever."""
+
+
 async def configure(conn: AsyncConnection[Any], settings: PostgresSettings) -> None:
-    """Settings every connection gets when it is opened: the statement timeout."""
-    await conn.execute(
-        "SELECT set_config('statement_timeout', %s, false)", (str(settings.statement_timeout_ms),)
-    )
+    """Give a connection just opened the `CONFIGURE` settings."""
+    await conn.execute(CONFIGURE, {"ms": str(settings.statement_timeout_ms)})
 
 
 async def connect(settings: PostgresSettings, info: str) -> AsyncConnection[TupleRow]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from soong_agent.adapters.postgres import schema
 from soong_agent.adapters.postgres.connect import (
     APPLICATION_NAME,
+    CONFIGURE,
     PostgresSettings,
     connect,
     connection_error,
@@ -186,7 +187,7 @@ class PostgresSyncDatabase:
         timeout_ms = str(self.settings.statement_timeout_ms)
 
         def setup(conn: Connection[Any]) -> None:
-            conn.execute("SELECT set_config('statement_timeout', %s, false)", (timeout_ms,))
+            conn.execute(CONFIGURE, {"ms": timeout_ms})
 
         pool: ConnectionPool[Connection[TupleRow]] = ConnectionPool(
             self._conninfo,
