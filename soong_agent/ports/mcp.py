@@ -159,6 +159,33 @@ class McpHub(Protocol):
         ...
 
 
+OAuthGrant = Literal["authorization_code", "client_credentials"]
+TokenAuthMethod = Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class McpOAuth:
+    """How the client authorizes with an HTTP or SSE server (MCP-3), from `mcp.json`'s
+    `oauth` object. Every field may be left out: then the client registers itself (RFC 7591)
+    or uses its client ID metadata document, and asks for the scopes the server names.
+
+    `client_secret` is the value of the variable `client_secret_env` (a secret: never shown);
+    `private_key` likewise for `private_key_jwt` (the PEM of `private_key_env`)."""
+
+    grant: OAuthGrant = "authorization_code"
+    client_id: str | None = None
+    client_secret_env: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    private_key_env: str | None = None
+    private_key: str | None = field(default=None, repr=False)
+    signing_algorithm: str = "RS256"
+    token_endpoint_auth_method: TokenAuthMethod | None = None
+    scopes: tuple[str, ...] = ()
+    client_metadata_url: str | None = None
+    redirect_port: int | None = None
+    issuer: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class McpServerSpec:
     """One server of `mcp.json`, validated. `env` holds literal values and those copied from
@@ -172,6 +199,16 @@ class McpServerSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    oauth: McpOAuth | None = None
+    """How to authorize with an HTTP or SSE server (None: never; a stdio server has none)."""
+
+    def secrets(self) -> tuple[str, ...]:
+        """Every secret value of the spec: env values, header values, the OAuth client secret
+        and private key."""
+        found = [*self.env.values(), *self.headers.values()]
+        if self.oauth is not None:
+            found += [v for v in (self.oauth.client_secret, self.oauth.private_key) if v]
+        return tuple(found)
 
     def fingerprint(self) -> str:
         """A digest of everything that defines the server (for the discovery cache key);
@@ -189,6 +226,9 @@ class McpServerSpec:
                 "env": sorted(self.env.items()),
                 "headers": sorted(self.headers.items()),
                 "cwd": self.cwd,
+                "oauth": None
+                if self.oauth is None
+                else [self.oauth.grant, self.oauth.client_id, list(self.oauth.scopes)],
             },
             sort_keys=True,
         )
