@@ -12,7 +12,8 @@ Every hop (the first request and each redirect) goes through the same gate:
    ``allowed_domains`` entry only when it is that exact address;
 3. the name is resolved and every address must be public; loopback, private, link-local
    (cloud metadata), unspecified, multicast and other non-global addresses are refused unless
-   the host itself or that exact address is listed in ``allowed_hosts``;
+   the host itself or that exact address is listed in ``allowed_hosts`` (steps 2 and 3 are
+   `allowlist.NetworkAllowList`, which the commands' filtering proxy uses too);
 4. the request goes to an address checked in step 3 (the URL carries the IP, the ``Host``
    header and the TLS SNI / certificate check carry the name), so a second DNS answer cannot
    swap in another address between the check and the connection.
@@ -31,19 +32,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Literal
 
 import httpx
 
+from soong_agent.adapters.web.allowlist import NetworkAllowList, Resolver
 from soong_agent.adapters.web.body import Body, read_body
 from soong_agent.adapters.web.hosts import (
     IPAddress,
     ascii_host,
-    domain_entry,
-    host_entry,
     ip_or_none,
     non_public_reason,
     system_resolver,
@@ -52,7 +52,6 @@ from soong_agent.adapters.web.page_text import html_page_text, html_to_text, one
 from soong_agent.ports.errors import PermissionDenied, ToolInputError
 from soong_agent.ports.web import FetchResult
 
-Resolver = Callable[[str], Awaitable[list[str]]]
 NetworkPolicy = Literal["allowlist", "deny"]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -121,12 +120,12 @@ class HttpxWebFetcher:
             raise ValueError("the web fetch client must be created with trust_env=False")
         if max_redirects < 0:
             raise ValueError("max_redirects must be 0 or more")
-        self._hosts = tuple(host_entry(e) for e in allowed_hosts if e.strip())
-        self._domains = tuple(domain_entry(e) for e in allowed_domains if e.strip())
+        self._allow = NetworkAllowList(
+            allowed_hosts=allowed_hosts, allowed_domains=allowed_domains, resolver=resolver
+        )
         self._policy: NetworkPolicy = policy
         self._client = client
         self._client_factory = client_factory or _default_client
-        self._resolve: Resolver = resolver or system_resolver
         self._max_redirects = max_redirects
 
     async def fetch(self, url: str, *, max_bytes: int, timeout_s: float) -> FetchResult:
@@ -241,55 +240,9 @@ class HttpxWebFetcher:
 
     # --- the gate ---------------------------------------------------------------------------
 
-    def _listed(self, host: str, port: int) -> bool:
-        return any(e.host == host and e.port in (None, port) for e in self._hosts)
-
-    def _name_allowed(self, target: _Target) -> bool:
-        if self._listed(target.host, target.port):
-            return True
-        if ip_or_none(target.host) is not None:
-            return any(d.domain == target.host and not d.subdomains_only for d in self._domains)
-        return any(d.matches(target.host) for d in self._domains)
-
     async def _checked_addresses(self, target: _Target) -> list[IPAddress]:
         """The addresses `target` may be reached at, or PermissionDenied naming the host."""
-        shown = f"{target.host}:{target.port}"
-        if not self._name_allowed(target):
-            raise PermissionDenied(
-                f"network access to {shown} is not allowed: the host is not in "
-                "tools.network.allowed_hosts and not under tools.network.allowed_domains "
-                f"(URL {target.url})"
-            )
-        literal = ip_or_none(target.host)
-        addresses = [literal] if literal is not None else await self._lookup(target.host)
-        host_listed = self._listed(target.host, target.port)
-        for ip in addresses:
-            reason = non_public_reason(ip)
-            if reason is None or host_listed or self._listed(str(ip), target.port):
-                continue
-            raise PermissionDenied(
-                f"network access to {shown} is not allowed: it resolves to {ip}, a {reason} "
-                f"address; list {target.host!r} (or {str(ip)!r}) in tools.network.allowed_hosts "
-                "to reach it"
-            )
-        return addresses
-
-    async def _lookup(self, host: str) -> list[IPAddress]:
-        try:
-            found = await self._resolve(host)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise ToolInputError(f"cannot resolve {host}: {one_line(reason)}") from None
-        addresses: list[IPAddress] = []
-        for text in found:
-            ip = ip_or_none(text.split("%", 1)[0])
-            if ip is None:
-                raise ToolInputError(f"cannot resolve {host}: the resolver gave {text!r}")
-            if ip not in addresses:
-                addresses.append(ip)
-        if not addresses:
-            raise ToolInputError(f"cannot resolve {host}: no addresses")
-        return addresses
+        return await self._allow.addresses(target.host, target.port, where=f" (URL {target.url})")
 
     # --- sending to a checked address -----------------------------------------------------
 
