@@ -11,7 +11,7 @@ import pytest
 
 from soong_agent.adapters.mcp import load_mcp_servers, parse_mcp_servers
 from soong_agent.ports.errors import ConfigError
-from soong_agent.ports.mcp import McpServerSpec
+from soong_agent.ports.mcp import McpOAuth, McpServerSpec
 
 
 def _write(home: Path, document: Any) -> Path:
@@ -73,7 +73,9 @@ def test_every_field_of_our_shape(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             url="https://example.com/mcp",
             headers={"Authorization": "Bearer x"},
         ),
-        McpServerSpec(name="events", transport="sse", url="http://127.0.0.1:3001/sse"),
+        McpServerSpec(
+            name="events", transport="sse", url="http://127.0.0.1:3001/sse", oauth=McpOAuth()
+        ),
     ]
 
 
@@ -248,3 +250,71 @@ def test_a_server_without_a_transport_is_stdio_for_a_command_and_http_for_a_url(
     local, remote = parse_mcp_servers(document, source=Path("/h/mcp.json"))
     assert (local.transport, local.command, local.args) == ("stdio", "x", ("-v",))
     assert (remote.transport, remote.url) == ("http", "https://mcp.example.com/mcp")
+
+
+def test_oauth_settings_are_read_with_the_secret_from_the_environment(tmp_path: Path) -> None:
+    document = {
+        "mcp_servers": {
+            "tracker": {
+                "url": "https://tracker.example.com/mcp",
+                "oauth": {
+                    "client_id": "soong",
+                    "client_secret_env": "TRACKER_SECRET",
+                    "scopes": ["issues:read", "issues:write"],
+                    "redirect_port": 8976,
+                },
+            },
+            "machine": {
+                "url": "https://m.example.com/mcp",
+                "oauth": {
+                    "grant": "client_credentials",
+                    "client_id": "bot",
+                    "client_secret_env": "TRACKER_SECRET",
+                },
+            },
+            "plain": {"url": "https://plain.example.com/mcp", "oauth": False},
+        }
+    }
+    specs = parse_mcp_servers(document, source="mcp.json", environ={"TRACKER_SECRET": "s3cr3t-v"})
+    tracker, machine, plain = specs
+    assert tracker.oauth is not None and machine.oauth is not None
+    assert tracker.oauth.client_id == "soong"
+    assert tracker.oauth.client_secret == "s3cr3t-v"
+    assert tracker.oauth.scopes == ("issues:read", "issues:write")
+    assert tracker.oauth.redirect_port == 8976
+    assert "s3cr3t-v" in tracker.secrets()
+    assert "s3cr3t-v" not in repr(tracker)
+    assert machine.oauth.grant == "client_credentials"
+    assert plain.oauth is None
+
+
+@pytest.mark.parametrize(
+    ("oauth", "message"),
+    [
+        (
+            {"client_id": "a", "client_secret_env": "MISSING_ONE"},
+            "mcp_servers.t.oauth.client_secret_env: environment variable MISSING_ONE is not set",
+        ),
+        (
+            {"grant": "client_credentials"},
+            "mcp_servers.t.oauth.client_id: required for the client_credentials grant",
+        ),
+        ({"scope": ["a"]}, "mcp_servers.t.oauth.scope: unknown field"),
+        (
+            {"client_metadata_url": "http://x.example/c.json"},
+            "mcp_servers.t.oauth.client_metadata_url: expected an https:// URL with a path",
+        ),
+        ({"grant": "password"}, "mcp_servers.t.oauth.grant: "),
+    ],
+)
+def test_bad_oauth_settings_name_the_field(oauth: dict[str, Any], message: str) -> None:
+    document = {"mcp_servers": {"t": {"url": "https://t.example.com/mcp", "oauth": oauth}}}
+    with pytest.raises(ConfigError) as caught:
+        parse_mcp_servers(document, source="mcp.json", environ={})
+    assert message in str(caught.value)
+
+
+def test_oauth_on_a_stdio_server_is_refused() -> None:
+    document = {"mcp_servers": {"t": {"command": "x", "oauth": {}}}}
+    with pytest.raises(ConfigError, match=r"mcp_servers.t.oauth: not used by a stdio server"):
+        parse_mcp_servers(document, source="mcp.json", environ={})

@@ -12,6 +12,12 @@ with `command` and no transport is a stdio server, one with `url` and no transpo
     env_from    stdio: names of variables copied from the agent's environment
     url         http/sse: the endpoint, http:// or https://
     headers     http/sse: headers sent with every request
+    oauth       http/sse: how to authorize (MCP-3): false (never), or an object of
+                grant ("authorization_code" | "client_credentials"), client_id,
+                client_secret_env, private_key_env, signing_algorithm,
+                token_endpoint_auth_method, scopes, client_metadata_url, redirect_port,
+                issuer. Left out, a server without an Authorization header may ask for an
+                OAuth login (a registered client is made on the fly)
 
 Every mistake is a `ConfigError` of one line naming the file, the server and the field
 (`/home/me/.soong-agent/mcp.json: mcp_servers.git.url: …`). Values of `env`, `env_from` and
@@ -31,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soong_agent.ports.defaults import no_entries, no_items
 from soong_agent.ports.errors import ConfigError
-from soong_agent.ports.mcp import McpServerSpec, Transport
+from soong_agent.ports.mcp import McpOAuth, McpServerSpec, Transport
 
 SERVER_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 """What a server may be called: it becomes part of tool names (`mcp__<server>__<tool>`)."""
@@ -59,6 +65,26 @@ class _Entry(BaseModel):
     env_from: list[str] = Field(default_factory=no_items)
     headers: dict[str, str] = Field(default_factory=no_entries)
     cwd: str | None = None
+    oauth: bool | dict[str, Any] | None = None
+
+
+class _OAuthEntry(BaseModel):
+    """An `oauth` object as written."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
+
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    client_id: str | None = None
+    client_secret_env: str | None = None
+    private_key_env: str | None = None
+    signing_algorithm: str = "RS256"
+    token_endpoint_auth_method: (
+        Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"] | None
+    ) = None
+    scopes: list[str] = Field(default_factory=no_items)
+    client_metadata_url: str | None = None
+    redirect_port: int | None = Field(default=None, ge=1, le=65535)
+    issuer: str | None = None
 
 
 def load_mcp_servers(home: Path, disabled: Sequence[str] = ()) -> list[McpServerSpec]:
@@ -149,7 +175,7 @@ def _spec(
         raise ConfigError(f"{where}.{_pydantic_line(exc)}") from None
     transport = _transport(parsed, where=where)
     if transport == "stdio":
-        for field_name in ("url", "headers"):
+        for field_name in ("url", "headers", "oauth"):
             if field_name in fields:
                 raise ConfigError(f"{where}.{field_name}: not used by a stdio server")
         if not parsed.command or not parsed.command.strip():
@@ -180,8 +206,72 @@ def _spec(
     if not re.match(r"https?://[^/\s]+", parsed.url):
         raise ConfigError(f"{where}.url: expected an http:// or https:// URL")
     return McpServerSpec(
-        name=name, transport=transport, url=parsed.url, headers=dict(parsed.headers)
+        name=name,
+        transport=transport,
+        url=parsed.url,
+        headers=dict(parsed.headers),
+        oauth=_oauth(parsed, where=f"{where}.oauth", environ=environ),
     )
+
+
+def _oauth(entry: _Entry, *, where: str, environ: Mapping[str, str]) -> McpOAuth | None:
+    """The server's OAuth settings: none when `oauth` is false, or when it is left out and the
+    entry sends its own Authorization header; the defaults when it is left out or true."""
+    raw = entry.oauth
+    if raw is False:
+        return None
+    if raw is None or raw is True:
+        has_auth = any(key.lower() == "authorization" for key in entry.headers)
+        return None if has_auth and raw is None else McpOAuth()
+    try:
+        parsed = _OAuthEntry.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}.{_pydantic_line(exc)}") from None
+    secret = _from_env(parsed.client_secret_env, f"{where}.client_secret_env", environ)
+    key = _from_env(parsed.private_key_env, f"{where}.private_key_env", environ)
+    method = parsed.token_endpoint_auth_method
+    if method == "private_key_jwt" and key is None:
+        raise ConfigError(f"{where}.private_key_env: required for private_key_jwt")
+    if parsed.grant == "client_credentials":
+        if not parsed.client_id:
+            raise ConfigError(f"{where}.client_id: required for the client_credentials grant")
+        if secret is None and key is None:
+            raise ConfigError(
+                f"{where}: the client_credentials grant needs client_secret_env or private_key_env"
+            )
+    if (secret is not None or key is not None) and not parsed.client_id:
+        raise ConfigError(f"{where}.client_id: required with a client secret or key")
+    url = parsed.client_metadata_url
+    if url is not None and not re.match(r"https://[^/\s]+/\S+", url):
+        raise ConfigError(f"{where}.client_metadata_url: expected an https:// URL with a path")
+    for scope in parsed.scopes:
+        if not scope or any(ch.isspace() for ch in scope):
+            raise ConfigError(f"{where}.scopes: {scope!r} is not a scope (no spaces)")
+    return McpOAuth(
+        grant=parsed.grant,
+        client_id=parsed.client_id,
+        client_secret_env=parsed.client_secret_env,
+        client_secret=secret,
+        private_key_env=parsed.private_key_env,
+        private_key=key,
+        signing_algorithm=parsed.signing_algorithm,
+        token_endpoint_auth_method=method,
+        scopes=tuple(parsed.scopes),
+        client_metadata_url=url,
+        redirect_port=parsed.redirect_port,
+        issuer=parsed.issuer,
+    )
+
+
+def _from_env(name: str | None, where: str, environ: Mapping[str, str]) -> str | None:
+    if name is None:
+        return None
+    if not _ENV_NAME.fullmatch(name):
+        raise ConfigError(f"{where}: {name!r} is not a valid variable name")
+    value = environ.get(name)
+    if not value:
+        raise ConfigError(f"{where}: environment variable {name} is not set")
+    return value
 
 
 def _transport(entry: _Entry, *, where: str) -> Transport:

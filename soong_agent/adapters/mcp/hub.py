@@ -45,6 +45,8 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 
 from soong_agent.adapters.mcp import convert, failures
+from soong_agent.adapters.mcp.access import ServerAccess
+from soong_agent.adapters.mcp.auth.provider import Authorize
 from soong_agent.adapters.mcp.cache import DiscoveryCache
 from soong_agent.adapters.mcp.health import HealthBoard
 from soong_agent.adapters.mcp.sdk_logs import install_sdk_log_filters
@@ -77,7 +79,9 @@ class SdkMcpHub:
     long a call waits for a server still starting; `call_timeout_s` bounds the hub's own requests
     (a changed tool list). `cache_dir` holds the discovery cache (None: no cache), whose entries
     are used for `cache_ttl_s`. `stderr_lines` is how many of a stdio server's last stderr lines
-    are kept. `clock` is the wall clock of cache entries.
+    are kept. `clock` is the wall clock of cache entries. `auth_home` holds the OAuth token
+    files of HTTP and SSE servers (`mcp-auth/`; None: no OAuth); `authorize` takes a person
+    through a login a server asks for (None: such a server fails, `needs login (run: …)`).
     """
 
     def __init__(
@@ -91,6 +95,8 @@ class SdkMcpHub:
         restart: RestartPolicy | None = None,
         stderr_lines: int = 20,
         clock: Callable[[], float] = time.time,
+        auth_home: Path | None = None,
+        authorize: Authorize | None = None,
     ) -> None:
         names = [spec.name for spec in specs]
         duplicated = sorted({name for name in names if names.count(name) > 1})
@@ -107,6 +113,7 @@ class SdkMcpHub:
             restart=restart or RestartPolicy(),
             stderr_lines=stderr_lines,
             client_info=types.Implementation(name="soong-agent", version=our_version()),
+            access=ServerAccess(auth_home, authorize),
         )
         install_sdk_log_filters()
 

@@ -15,15 +15,15 @@ class _ParseErrorFilter(logging.Filter):
 
 
 class _TransportFailureFilter(logging.Filter):
-    """Drops the SDK's report of a failed HTTP or SSE transport (an error with a traceback
-    the user never asked for): the hub reports the failure itself, once, as the server's
-    health and a one-line warning."""
+    """Drops the SDK's report of a failed HTTP or SSE transport or OAuth flow (an error with a
+    traceback the user never asked for): the hub reports the failure itself, once, as the
+    server's health and a one-line warning."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno < logging.ERROR
 
 
-_HTTP_CLIENT_LOGGERS = ("mcp.client.sse", "mcp.client.streamable_http")
+_HTTP_CLIENT_LOGGERS = ("mcp.client.sse", "mcp.client.streamable_http", "mcp.client.auth.oauth2")
 
 
 def install_sdk_log_filters() -> None:

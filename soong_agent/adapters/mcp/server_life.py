@@ -23,6 +23,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession, IncomingMessage
 
 from soong_agent.adapters.mcp import convert, failures
+from soong_agent.adapters.mcp.access import ServerAccess
 from soong_agent.adapters.mcp.health import HealthBoard
 from soong_agent.adapters.mcp.state import RestartPolicy, RunEnd, ServerSlot, tools_detail
 from soong_agent.adapters.mcp.stdio import ProcessWatch, exit_text, missing_command
@@ -49,8 +50,10 @@ class ServerLife:
         restart: RestartPolicy,
         stderr_lines: int,
         client_info: types.Implementation,
+        access: ServerAccess,
     ) -> None:
         self._board = board
+        self._access = access
         self._startup_timeout_s = startup_timeout_s
         self._call_timeout_s = call_timeout_s
         self._restart = restart
@@ -144,7 +147,14 @@ class ServerLife:
             try:
                 async with AsyncExitStack() as stack:
                     srv.phase = "connect"
-                    read, write = await open_transport(srv.spec, stack, helpers, watch)
+                    read, write = await open_transport(
+                        srv.spec,
+                        stack,
+                        helpers,
+                        watch,
+                        auth=self._access.auth_for(srv),
+                        on_response=self._access.response_hook(srv),
+                    )
                     session = await stack.enter_async_context(
                         ClientSession(
                             read,
@@ -173,6 +183,8 @@ class ServerLife:
             if srv.stopping
             else failures.start_failure(srv.spec, srv.phase, ready=srv.ready, error=error)
         )
+        if not srv.ready and not srv.stopping and end.kind != "timeout":
+            end = self._access.failure(srv) or end
         if end.kind == "exited" and watch is not None and watch.exited:
             reason = exit_text(watch.exit_code) + ("" if srv.ready else " during start-up")
             end = RunEnd("exited", reason, watch.exit_code)

@@ -49,6 +49,11 @@ class ServerSlot:
     def __init__(self, spec: McpServerSpec) -> None:
         self.spec = spec
         self.scrub = Scrubber.for_spec(spec)
+        self.needs_login = False
+        """The server wants an OAuth login nobody could make in this run."""
+        self.http_error: tuple[int, str, bool] | None = None
+        """The last error status of the server's endpoint: (status, reason, a Bearer
+        challenge came with it); None after a success."""
         self.health = ServerHealth(spec.name, "stopped", spec.transport, detail="not started")
         self.tools: tuple[McpTool, ...] | None = None
         self.from_cache = False

@@ -28,8 +28,8 @@ class Scrubber:
 
     @classmethod
     def for_spec(cls, spec: McpServerSpec) -> Scrubber:
-        """A scrubber of `spec`'s env values and header values."""
-        return cls([*spec.env.values(), *spec.headers.values()])
+        """A scrubber of `spec`'s env values, header values and OAuth client secret."""
+        return cls(spec.secrets())
 
     def __call__(self, text: str) -> str:
         for value in self._values:

@@ -1,0 +1,83 @@
+"""The OAuth pieces of the MCP client on their own (MCP-3): the loopback redirect listener
+(state checked, one use, the server's error passed on) and the token file (0600, bound to the
+server's URL, the registration kept when the tokens are dropped)."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from soong_agent.adapters.mcp.auth.listener import AuthorizationRefused, RedirectListener
+from soong_agent.adapters.mcp.auth.store import TokenFile
+
+
+async def _get(url: str) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=5) as client:
+        return await client.get(url)
+
+
+async def test_the_listener_refuses_a_wrong_state_and_serves_one_redirect() -> None:
+    listener = RedirectListener()
+    await listener.start()
+    listener.expect("the-state")
+    base = listener.redirect_uri
+    waiting = asyncio.ensure_future(listener.wait(10))
+    forged = await _get(f"{base}?code=evil&state=other")
+    assert forged.status_code == 400
+    assert "state does not match" in forged.text
+    missing = await _get(f"{base}?code=evil")
+    assert missing.status_code == 400
+    assert not waiting.done()
+    good = await _get(f"{base}?code=the-code&state=the-state")
+    assert good.status_code == 200
+    redirect = await waiting
+    assert (redirect.code, redirect.state) == ("the-code", "the-state")
+    with pytest.raises(httpx.ConnectError):  # one use: the listener is gone
+        await _get(f"{base}?code=again&state=the-state")
+
+
+async def test_the_listener_passes_on_the_servers_refusal() -> None:
+    listener = RedirectListener()
+    await listener.start()
+    listener.expect("s")
+    waiting = asyncio.ensure_future(listener.wait(10))
+    answer = await _get(f"{listener.redirect_uri}?error=access_denied&state=s")
+    assert answer.status_code == 200
+    with pytest.raises(AuthorizationRefused, match="access_denied"):
+        await waiting
+
+
+async def test_the_listener_gives_up_after_its_timeout() -> None:
+    listener = RedirectListener()
+    await listener.start()
+    listener.expect("s")
+    with pytest.raises(TimeoutError):
+        await listener.wait(0.01)
+
+
+async def test_the_token_file_is_private_and_bound_to_the_url(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "mcp-auth" / "t.json"
+    store = TokenFile(path, "https://a.example/mcp")
+    await store.set_client_info(OAuthClientInformationFull(client_id="c-1", redirect_uris=None))
+    await store.set_tokens(
+        OAuthToken(access_token="at-123456", refresh_token="rt-123456", expires_in=3600)
+    )
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    again = TokenFile(path, "https://a.example/mcp")
+    tokens = await again.get_tokens()
+    assert tokens is not None and tokens.access_token == "at-123456"
+    assert tokens.expires_in is not None and 3500 < tokens.expires_in <= 3600
+    assert set(again.values()) == {"at-123456", "rt-123456"}
+    elsewhere = TokenFile(path, "https://b.example/mcp")
+    assert await elsewhere.get_tokens() is None  # never sent to another URL
+    again.forget_tokens()
+    assert await TokenFile(path, "https://a.example/mcp").get_tokens() is None
+    client = await TokenFile(path, "https://a.example/mcp").get_client_info()
+    assert client is not None and client.client_id == "c-1"
+    assert again.remove() and not path.exists()
