@@ -19,6 +19,7 @@ from soong_agent.ports.web import FetchResult, WebFetcher
 
 if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.adapters.netproxy import FilteringProxy
     from soong_agent.adapters.ossandbox.select import SandboxChoice
     from soong_agent.application.hooks import HookPipeline
 
@@ -47,11 +48,15 @@ def mcp_hub(
     closables: list[Callable[[], Awaitable[None]]],
     *,
     use_cache: bool = True,
+    authorize: Callable[[str, str], Awaitable[None]] | None = None,
+    startup_timeout_s: float | None = None,
 ) -> McpHub | None:
     """The MCP servers of `${SOONG_AGENT_HOME}/mcp.json` (MCP-1; a project cannot add any),
     read once at start: a bad file is a ConfigError naming the server and field. None when
     there is no server (`tools.mcp.disabled_servers` left out). Tool lists are cached under
     `${SOONG_AGENT_HOME}/cache/mcp` for `discovery_cache_ttl_ms` (not with `use_cache=False`).
+    OAuth tokens live in `${SOONG_AGENT_HOME}/mcp-auth`; `authorize(server, url)` takes a person
+    through a login a server asks for (None: the server fails, needing `mcp login`).
     The servers start with the first run (or `start()`)."""
     from soong_agent.adapters.mcp import load_mcp_servers
 
@@ -63,10 +68,12 @@ def mcp_hub(
 
     hub = SdkMcpHub(
         specs,
-        startup_timeout_s=mcp.startup_timeout_ms / 1000,
+        startup_timeout_s=startup_timeout_s or mcp.startup_timeout_ms / 1000,
         call_timeout_s=mcp.call_timeout_ms / 1000,
         cache_dir=loaded.home / "cache" / "mcp" if use_cache else None,
         cache_ttl_s=mcp.discovery_cache_ttl_ms / 1000,
+        auth_home=loaded.home,
+        authorize=authorize,
     )
     closables.append(hub.aclose)
     return hub
@@ -119,31 +126,60 @@ def process_runner() -> ProcessRunner:
 
 @dataclass(frozen=True)
 class CommandSandboxing:
-    """The OS sandbox commands run in (SBX-3), the policy it enforces, and the sentence that
-    tells the model what it allows."""
+    """The OS sandbox commands run in (SBX-3), the policy it enforces, the sentence that
+    tells the model what it allows, and the filtering proxy of ``sandbox.network =
+    "allowlist"`` (SBX-4; None otherwise, or when commands are not confined)."""
 
     choice: SandboxChoice
     policy: SandboxPolicy
     note: str
+    proxy: FilteringProxy | None = None
 
 
-def command_sandboxing(loaded: LoadedConfig) -> CommandSandboxing:
+def network_proxy(loaded: LoadedConfig) -> FilteringProxy:
+    """The filtering proxy of commands (SBX-4) under `tools.network`, through the allow-list
+    `web_fetch` uses (with ``permissions.network_policy = "deny"``: an empty one). Not
+    started: that happens at the first command that needs it."""
+    from soong_agent.adapters.netproxy import FilteringProxy
+    from soong_agent.adapters.web.allowlist import NetworkAllowList
+
+    config = loaded.config
+    network = config.tools.network
+    off = config.permissions.network_policy == "deny"
+    allow = NetworkAllowList(
+        allowed_hosts=[] if off else network.allowed_hosts,
+        allowed_domains=[] if off else network.allowed_domains,
+    )
+    return FilteringProxy(allow)
+
+
+def command_sandboxing(
+    loaded: LoadedConfig, closables: list[Callable[[], Awaitable[None]]] | None = None
+) -> CommandSandboxing:
     """`sandbox.os` applied: the host is probed once per process (unless ``off``); the policy
-    comes from `[tools]` (write roots, sensitive paths) and `[sandbox]` (network)."""
+    comes from `[tools]` (write roots, sensitive paths) and `[sandbox]` (network). With
+    ``"allowlist"`` and a confining sandbox, the filtering proxy is made (and closed with
+    `closables`; it starts with the first command)."""
     from soong_agent.adapters.ossandbox import choose_sandbox, model_note
     from soong_agent.adapters.ossandbox.config import command_tmp_dir, policy_for_config
 
     config = loaded.config
-    choice = choose_sandbox(config.sandbox.os)
+    network = config.sandbox.command_network(config.tools.network)
+    proxy = network_proxy(loaded) if network == "allowlist" and config.sandbox.os != "off" else None
+    choice = choose_sandbox(config.sandbox.os, proxy=proxy)
+    if choice.sandbox.unsandboxed:
+        proxy = None  # nothing confines the command: it has the host's network
+    elif proxy is not None and closables is not None:
+        closables.append(proxy.aclose)
     policy = policy_for_config(
         config.tools,
         project=str(loaded.project),
         agent_home=str(loaded.home),
         session_db=config.context.session_db_path,
         tmp_dir=command_tmp_dir(),
-        network=config.sandbox.network,
+        network=network,
     )
-    return CommandSandboxing(choice, policy, model_note(choice.sandbox, policy))
+    return CommandSandboxing(choice, policy, model_note(choice.sandbox, policy), proxy)
 
 
 def command_runner(sandboxing: CommandSandboxing) -> ProcessRunner:
