@@ -193,6 +193,32 @@ def mcp_tools(
     raise typer.Exit(tools(server=server, path=path))
 
 
+@mcp_app.command("login", cls=Command)
+def mcp_login(
+    server: Annotated[str, typer.Argument(metavar="SERVER", help="The server's name in mcp.json.")],
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Print the authorization URL; open no browser.")
+    ] = False,
+    path: PathOption = None,
+) -> None:
+    """Log in to an HTTP or SSE MCP server with OAuth (opens the browser, waits for the
+    redirect); the tokens are kept under the home, mode 0600."""
+    from soong_agent.entrypoints.cli.mcp_cmd import mcp_login as login
+
+    raise typer.Exit(login(server=server, browser=not no_browser, path=path))
+
+
+@mcp_app.command("logout", cls=Command)
+def mcp_logout(
+    server: Annotated[str, typer.Argument(metavar="SERVER", help="The server's name in mcp.json.")],
+    path: PathOption = None,
+) -> None:
+    """Forget an MCP server's OAuth tokens and registered client."""
+    from soong_agent.entrypoints.cli.mcp_cmd import mcp_logout as logout
+
+    raise typer.Exit(logout(server=server, path=path))
+
+
 @memory_app.command("list", cls=Command)
 def memory_list(path: PathOption = None) -> None:
     """List memories: category, name, last update, description."""
