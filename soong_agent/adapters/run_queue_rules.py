@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from soong_agent.ports.errors import UsageError
-from soong_agent.ports.run_queue import ENDED, QueuedRun, QueueStatus, RunOptions
+from soong_agent.ports.run_queue import ENDED, Dispatched, QueuedRun, QueueStatus, RunOptions
 
 CANCELLED_QUEUED = "cancelled before a worker took it"
 CANCELLED_RUNNING = "cancelled while it ran"
@@ -40,6 +40,7 @@ COLUMNS = (
 ClaimStep = Literal["take", "fail", "cancel"]
 
 _OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
+_DISPATCHED_FIELDS = frozenset(f.name for f in dataclasses.fields(Dispatched))
 
 
 # --- refusals ------------------------------------------------------------------------------------
@@ -140,7 +141,19 @@ def options_from_json(text: str) -> RunOptions:
     data = json.loads(text) if text else {}
     if not isinstance(data, dict):
         return RunOptions()
-    return RunOptions(**{k: v for k, v in data.items() if k in _OPTION_FIELDS})
+    known = {k: v for k, v in data.items() if k in _OPTION_FIELDS}
+    dispatched = known.pop("dispatched", None)
+    return RunOptions(**known, dispatched=_dispatched(dispatched))
+
+
+def _dispatched(data: object) -> Dispatched | None:
+    """A dispatched worker's origin as stored (None when absent or not an object)."""
+    if not isinstance(data, dict):
+        return None
+    fields = {k: v for k, v in data.items() if k in _DISPATCHED_FIELDS}
+    tools = fields.get("allowed_tools")
+    fields["allowed_tools"] = None if tools is None else tuple(str(t) for t in tools)
+    return Dispatched(**fields)
 
 
 def queued_run(row: Sequence[Any]) -> QueuedRun:

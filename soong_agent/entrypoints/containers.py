@@ -109,7 +109,7 @@ class Adapters(containers.DeclarativeContainer):
     filesystem = providers.Singleton(factories.filesystem, loaded)
     context_source = providers.Singleton(_context_source, loaded)
     process_runner = providers.Singleton(factories.process_runner)
-    command_sandboxing = providers.Singleton(factories.command_sandboxing, loaded)
+    command_sandboxing = providers.Singleton(factories.command_sandboxing, loaded, closables)
     command_runner = providers.Singleton(factories.command_runner, command_sandboxing)
     background = providers.Singleton(factories.tools.background_commands, loaded, closables)
     web_fetcher = providers.Singleton(factories.web_fetcher, loaded)
@@ -254,7 +254,11 @@ class Services(containers.DeclarativeContainer):
         adapters.agent_source,
         adapters.command_sandboxing.provider,
     )
-    child_runs = providers.Singleton(factories.child_runs, loaded, agent_setups, run_starter)
+    child_queue: providers.Provider[Any] = providers.Object(None)
+    """Where pool workers are queued (None: they run in-process; a worker's: the run queue)."""
+    child_runs = providers.Singleton(
+        factories.child_runs, loaded, agent_setups, run_starter, child_queue
+    )
     teams = providers.Singleton(
         factories.team_service,
         loaded,
@@ -321,4 +325,11 @@ class WorkerContainer(containers.DeclarativeContainer):
         adapters=adapters,
         approver=adapters.durable_approver,
         user_tools=providers.Object([]),
+        child_queue=providers.Singleton(
+            factories.queue_handoff,
+            adapters.run_queue,
+            adapters.session_store,
+            adapters.clock,
+            adapters.ids,
+        ),
     )

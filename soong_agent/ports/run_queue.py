@@ -27,6 +27,28 @@ ENDED: frozenset[str] = frozenset({"completed", "failed", "cancelled", "interrup
 
 
 @dataclass(frozen=True, slots=True)
+class Dispatched:
+    """A queued run that an orchestrator's `dispatch_worker` handed to the queue (AGT-4,
+    WORK-1): a worker of one of its pools, run by whichever worker process claims it, linked to
+    the orchestrator's run as an in-process worker would be."""
+
+    parent_session_id: str
+    parent_run_id: str
+    parent_call_id: str
+    parent_mode: str
+    """The orchestrator run's permission mode: the worker's is at least as strict."""
+    pool: str
+    worker: str
+    agent: str
+    """The worker's agent definition."""
+    task_session_id: str
+    """Whose task graphs the worker's task tools see (the orchestrator's session)."""
+    depth: int = 1
+    allowed_tools: tuple[str, ...] | None = None
+    """The pool entry's cap on the definition's tools (None: no cap)."""
+
+
+@dataclass(frozen=True, slots=True)
 class RunOptions:
     """What `run` takes besides the message, carried to the worker as given."""
 
@@ -42,6 +64,8 @@ class RunOptions:
     max_turns: int | None = None
     model: str | None = None
     permission_mode: str | None = None
+    dispatched: Dispatched | None = None
+    """Set for a pool worker an orchestrator dispatched through the queue."""
 
 
 @dataclass(frozen=True, slots=True)

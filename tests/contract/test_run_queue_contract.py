@@ -26,6 +26,7 @@ from soong_agent.adapters.postgres.run_queue import PostgresRunQueue
 from soong_agent.adapters.storage.run_queue import SqliteRunQueue
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.run_queue import (
+    Dispatched,
     Lease,
     LeaseLost,
     QueuedRun,
@@ -133,6 +134,26 @@ async def test_a_submitted_run_is_queued_and_read_back(queue: RunQueue) -> None:
     assert stored == queued("r1", options=options)  # state reset: queued, never claimed
     assert await queue.get("r1") == stored
     assert await queue.get("nope") is None
+
+
+async def test_a_dispatched_workers_origin_is_read_back_as_given(queue: RunQueue) -> None:
+    origin = Dispatched(
+        parent_session_id="ses_lead",
+        parent_run_id="run_lead",
+        parent_call_id="call_1",
+        parent_mode="plan",
+        pool="builders",
+        worker="w1",
+        agent="default_worker_agent",
+        task_session_id="ses_lead",
+        depth=2,
+        allowed_tools=("read_file", "grep"),
+    )
+    options = RunOptions(max_tokens=500, dispatched=origin)
+    await queue.submit(queued("child", options=options))
+    back = await queue.get("child")
+    assert back is not None and back.options == options
+    assert back.options.dispatched == origin
 
 
 async def test_list_is_newest_first_filtered_by_status_and_limited(queue: RunQueue) -> None:

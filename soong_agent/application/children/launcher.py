@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
+from soong_agent.application.children.handoff import ChildQueue, Handoff, queued_child
 from soong_agent.application.children.pools import (
     ChildLimits,
     Tally,
@@ -42,6 +43,7 @@ from soong_agent.application.children.results import (
     child_output,
     fork_context,
     result_of,
+    timed_out_reason,
 )
 from soong_agent.application.hooks import RunHooks
 from soong_agent.application.runs.assembler import RunAssembler, RunSpec
@@ -54,7 +56,7 @@ from soong_agent.domain.permissions import SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.usage import cost_usd
 from soong_agent.ports.errors import UsageError
-from soong_agent.ports.events import ChildFinished, ChildKind
+from soong_agent.ports.events import ChildFinished, ChildKind, ChildStarted
 from soong_agent.ports.messages import Message
 from soong_agent.ports.streaming import Usage
 
@@ -92,9 +94,12 @@ class ChildRuns:
         *,
         pools: Sequence[WorkerPool] = (),
         starter: RunStarter,
+        queue: ChildQueue | None = None,
     ) -> None:
         self._setup = setup
         self.starter = starter
+        self.queue = queue
+        """Where pool workers are queued for any worker process (None: run in-process)."""
         self.limits = limits
         self.workers = WorkerPools(pools)
         self.pools: dict[str, WorkerPool] = self.workers.pools
@@ -213,14 +218,16 @@ class ParentLink:
         except UsageError as exc:
             return ToolOutput(f"create_sub_agent: {exc}", is_error=True)
         lineage = self._lineage("sub_agent", agent, call_id, f"sub-agent {agent}")
-        return await self._child(lineage, assembler, spec, task)
+        return await self._child(lambda left: self._run_child(lineage, assembler, spec, task, left))
 
     async def fork(self, task: str, call_id: str) -> ToolOutput:
         copies = fork_context(self._rec.history)
         agent = self._children.limits.default_fork_agent
         lineage = self._lineage("fork", agent, call_id, "fork")
         return await self._child(
-            lineage, self._assembler, self._spec, task, copies=copies, memory=self._memory
+            lambda left: self._run_child(
+                lineage, self._assembler, self._spec, task, left, copies, self._memory
+            )
         )
 
     async def worker(self, pool: str, task: str, worker: str | None, call_id: str) -> ToolOutput:
@@ -252,22 +259,24 @@ class ParentLink:
                 worker=chosen.worker_id,
                 task_session_id=session_id,
             )
-            return await self._child(lineage, assembler, spec, task, caps=left)
+            if children.queue is None:
+                return await self._child(
+                    lambda within: self._run_child(lineage, assembler, spec, task, within), left
+                )
+            root, tools = self._assembler.ports.fs.root, chosen.allowed_tools
+            return await self._child(
+                lambda within: self._queued(Handoff(lineage, task, within, tools, root), spec),
+                left,
+            )
         finally:
             children.workers.release_worker(session_id, chosen)
 
     # --- one child ---------------------------------------------------------------------------
     async def _child(
-        self,
-        lineage: Lineage,
-        assembler: RunAssembler,
-        spec: RunSpec,
-        task: str,
-        *,
-        copies: Sequence[Message] = (),
-        memory: str = "",
-        caps: RunLimits | None = None,
+        self, start: Callable[[RunLimits], Awaitable[ToolOutput]], caps: RunLimits | None = None
     ) -> ToolOutput:
+        """Start a child (`start`, given what is left of this run's budgets within `caps`)
+        unless this run may start no more, and return its tool result."""
         limits = self._children.limits
         if self._started >= limits.max_children_per_run:
             return ToolOutput(
@@ -284,17 +293,21 @@ class ParentLink:
                 is_error=True,
             )
         self._started += 1
-        parent = self._rec.session
-        async with self._children.slots(self._task_session_id or parent.id):
-            return await self._run_child(
-                lineage,
-                assembler,
-                spec,
-                task,
-                copies=copies,
-                memory=memory,
-                limits=left if caps is None else left.within(caps),
-            )
+        async with self._children.slots(self._task_session_id or self._rec.session.id):
+            return await start(left if caps is None else left.within(caps))
+
+    async def _queued(self, handoff: Handoff, spec: RunSpec) -> ToolOutput:
+        """A pool worker run by whichever worker process claims it (see `handoff`)."""
+        queue = self._children.queue
+        assert queue is not None
+        return await queued_child(
+            queue,
+            handoff,
+            self._children.limits,
+            model=spec.settings.model_label,
+            started=lambda link: self._rec.event(ChildStarted, **link),
+            ended=lambda end, result, reason: self._ended(end, result, reason, spec),
+        )
 
     async def _run_child(
         self,
@@ -302,10 +315,9 @@ class ParentLink:
         assembler: RunAssembler,
         spec: RunSpec,
         task: str,
-        *,
-        copies: Sequence[Message],
-        memory: str,
         limits: RunLimits,
+        copies: Sequence[Message] = (),
+        memory: str = "",
     ) -> ToolOutput:
         starter = self._children.starter
         first_line = task.strip().splitlines()[0] if task.strip() else ""
@@ -343,12 +355,7 @@ class ParentLink:
             await self._ended(end, result_of(task_run, session.id, run_id), None, spec)
             raise
         result = result_of(task_run, session.id, run_id)
-        reason = result.reason
-        if timed_out:
-            reason = (
-                f"did not finish within {timeout_s:g} s (agents.default_child_timeout_ms) and "
-                "was cancelled"
-            )
+        reason = timed_out_reason(timeout_s) if timed_out else result.reason
         await self._ended(end, result, reason, spec)
         return child_output(lineage.label, session.id, result, reason, timed_out)
 

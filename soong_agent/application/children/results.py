@@ -14,7 +14,14 @@ from soong_agent.domain.history import unanswered_calls
 from soong_agent.ports.events import ChildKind
 from soong_agent.ports.messages import Message, ToolResultBlock
 
-__all__ = ["FORK_CALL_RESULT", "ChildEnd", "child_output", "fork_context", "result_of"]
+__all__ = [
+    "FORK_CALL_RESULT",
+    "ChildEnd",
+    "child_output",
+    "fork_context",
+    "result_of",
+    "timed_out_reason",
+]
 
 FORK_CALL_RESULT = (
     "This call started you: you are the fork. Do the sub-task below; your final answer goes "
@@ -96,3 +103,10 @@ def fork_context(history: Sequence[Message]) -> list[Message]:
             )
         )
     return copies
+
+
+def timed_out_reason(timeout_s: float) -> str:
+    """Why a child that ran past its time did not complete."""
+    return (
+        f"did not finish within {timeout_s:g} s (agents.default_child_timeout_ms) and was cancelled"
+    )

@@ -11,18 +11,24 @@ are in the session and are not run again; one cut off gets its synthesised resul
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 from soong_agent.application.runs.handle import Run
+from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.resume import session_path
 from soong_agent.application.runs.service import RunService
 from soong_agent.application.runs.starter import Assigned
 from soong_agent.application.workers.approvals import QUEUED_RUN
 from soong_agent.application.workers.worker import AlreadyEnded
+from soong_agent.domain.permissions import PermissionMode, SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import UsageError
-from soong_agent.ports.run_queue import Lease, QueuedRun, RunOptions, RunQueue
-from soong_agent.ports.storage import RunFence, RunInfo, SessionStore
+from soong_agent.ports.messages import Message
+from soong_agent.ports.run_queue import Dispatched, Lease, QueuedRun, RunOptions, RunQueue
+from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.system import Clock, IdGenerator
 
 __all__ = ["TAKEOVER_MESSAGE", "Submission", "attempts_of", "start_queued", "submit_run"]
@@ -106,6 +112,10 @@ async def start_queued(
         )
     token = QUEUED_RUN.set(queued)  # the run's task copies it: its approvals name the run
     try:
+        if opts.dispatched is not None:
+            return await _dispatched(
+                service, queued, opts.dispatched, session, earlier, limits, assigned
+            )
         return await _started(service, queued, session is not None, earlier, limits, assigned)
     finally:
         QUEUED_RUN.reset(token)
@@ -134,6 +144,82 @@ async def _started(
     )
 
 
+async def _dispatched(
+    service: RunService,
+    queued: QueuedRun,
+    origin: Dispatched,
+    session: SessionInfo | None,
+    earlier: bool,
+    limits: RunLimits | None,
+    assigned: Assigned,
+) -> Run:
+    """Start a pool worker an orchestrator queued (see `application.children.handoff`): its
+    pool entry's agent and tool cap, held to the orchestrator's mode and budgets, linked to the
+    orchestrator's run; a takeover continues its session."""
+    children = service.children
+    if children is None:
+        raise UsageError("this runtime has no worker pools to run a dispatched worker with")
+    assembler, spec = children.setup(origin.agent, origin.allowed_tools)
+    if limits is not None:
+        within = spec.settings.limits.within(limits)
+        spec = dataclasses.replace(spec, settings=dataclasses.replace(spec.settings, limits=within))
+    lineage = Lineage(
+        kind="worker",
+        agent=origin.agent,
+        depth=origin.depth,
+        parent_session_id=origin.parent_session_id,
+        parent_run_id=origin.parent_run_id,
+        parent_call_id=origin.parent_call_id,
+        parent_mode=_mode(origin.parent_mode),
+        label=f"worker {origin.pool}/{origin.worker}",
+        pool=origin.pool,
+        worker=origin.worker,
+        task_session_id=origin.task_session_id or None,
+    )
+    store, starter = assembler.ports.store, children.starter
+    claim = None if assigned.fence_only else await store.claim_session(queued.session_id)
+    try:
+        history: list[Message] = []
+        if session is None:
+            first_line = queued.message.strip().splitlines()[0]
+            session = starter.new_session(
+                project_dir=assembler.ports.fs.root,
+                title=f"[{lineage.label}] {first_line}",
+                agent=spec.agent or origin.agent,
+                parent_session_id=origin.parent_session_id,
+                session_id=queued.session_id,
+            )
+            resumed = False
+        else:
+            session, history = await session_path(store, session.id, None)
+            resumed = True
+        prepared = await starter.prepare(
+            assembler,
+            spec,
+            lineage,
+            session=session,
+            message=TAKEOVER_MESSAGE if earlier else queued.message,
+            history=history,
+            resumed=resumed,
+            grants=SessionGrants(),
+            run_id=assigned.run_id,
+        )
+        prepared.recorder.fence = assigned.fence
+        starter.launch(prepared, claim=claim)
+    except BaseException:  # not launched: the run never holds its session
+        if claim is not None:
+            await claim.release()
+        raise
+    return prepared.run
+
+
+def _mode(name: str) -> PermissionMode:
+    """The orchestrator's mode as stored (a name this version does not know binds as the
+    strictest, plan)."""
+    modes: tuple[PermissionMode, ...] = get_args(PermissionMode)
+    return next((m for m in modes if m == name), "plan")
+
+
 def attempts_of(run_id: str, runs: Sequence[RunInfo]) -> list[RunInfo]:
     """The runs of a session that are attempts of the queued run `run_id`, in order: the
     first has its id, a takeover's is `<id>-<fence>` (fences only grow)."""
@@ -159,6 +245,4 @@ def _check_not_ended(queued: QueuedRun, last: RunInfo) -> None:
 
 
 def _with(options: RunOptions, **changes: object) -> RunOptions:
-    import dataclasses
-
     return dataclasses.replace(options, **changes)  # type: ignore[arg-type]

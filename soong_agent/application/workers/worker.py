@@ -101,20 +101,22 @@ class Worker:
         self._held: dict[asyncio.Task[None], Lease] = {}
         self._runs: dict[str, Run] = {}
         self._renewed: dict[str, Lease] = {}  # by run id: the lease as last renewed
-        self._parked: set[str] = set()  # runs waiting for an approval: they hold no slot
+        self._parked: dict[str, int] = {}  # runs waiting (for answers, their workers' runs),
+        # by how many waits: they hold no slot
         self._changed = asyncio.Event()  # a run parked: a slot may be free
         self.tally = WorkerTally()
 
     def _busy(self) -> int:
         """The slots in use: the runs held, but those waiting for an answer."""
         held = {lease.run.id for lease in self._held.values()}
-        return len(self._held) - len(self._parked & held)
+        return len(self._held) - len(held & set(self._parked))
 
     def _park(self, run_id: str, parked: bool) -> None:
-        if parked:
-            self._parked.add(run_id)
+        waits = self._parked.get(run_id, 0) + (1 if parked else -1)
+        if waits > 0:
+            self._parked[run_id] = waits
         else:
-            self._parked.discard(run_id)
+            self._parked.pop(run_id, None)
         self._changed.set()
 
     async def serve(self, stop: asyncio.Event) -> WorkerTally:
@@ -191,7 +193,7 @@ class Worker:
             keeper.cancel()
             await asyncio.wait({keeper})  # its LeaseLost, if any, is read below
             self._runs.pop(queued.id, None)
-            self._parked.discard(queued.id)
+            self._parked.pop(queued.id, None)
         current = self._renewed.pop(queued.id, lease)
         if keeper_lost(keeper):
             self.tally.lost += 1

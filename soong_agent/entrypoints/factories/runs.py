@@ -15,15 +15,20 @@ if TYPE_CHECKING:
     import httpx
 
     from soong_agent.adapters.config.toml_loader import LoadedConfig
+    from soong_agent.application.children.handoff import ChildQueue
     from soong_agent.application.children.launcher import ChildRuns, ChildSetup
     from soong_agent.application.runs.assembler import RunAssembler, RunPolicies, RunSpec
     from soong_agent.application.runs.starter import RunStarter
     from soong_agent.application.runs.variants import AgentVariants
     from soong_agent.application.teams.service import TeamService
     from soong_agent.application.tools.base import Tool
+    from soong_agent.application.workers.dispatch import QueueHandoff
     from soong_agent.domain.config.resolve import ResolvedProfile
     from soong_agent.ports.agents import AgentSource
     from soong_agent.ports.mailbox import Mailbox
+    from soong_agent.ports.run_queue import RunQueue
+    from soong_agent.ports.storage import SessionStore
+    from soong_agent.ports.system import Clock, IdGenerator
     from soong_agent.ports.tasks import TaskLog
     from soong_agent.ports.worktrees import Worktrees
 
@@ -132,9 +137,15 @@ def agent_presets(setups: AgentVariants) -> Callable[[str], ChildSetup]:
     return setups.root
 
 
-def child_runs(loaded: LoadedConfig, setups: AgentVariants, starter: RunStarter) -> ChildRuns:
+def child_runs(
+    loaded: LoadedConfig,
+    setups: AgentVariants,
+    starter: RunStarter,
+    queue: ChildQueue | None = None,
+) -> ChildRuns:
     """The runtime's child agents (AGT-2, AGT-4): how a child of each definition is put
-    together (`AgentSetups.child`), the limits of `[agents]`, and the declared worker pools."""
+    together (`AgentSetups.child`), the limits of `[agents]`, and the declared worker pools;
+    `queue`: where pool workers are queued for any worker process (a worker's runtime)."""
     from soong_agent.application.children.launcher import ChildLimits, ChildRuns, Worker, WorkerPool
     from soong_agent.domain.agents import worker_id
     from soong_agent.domain.run_limits import RunLimits
@@ -167,7 +178,18 @@ def child_runs(loaded: LoadedConfig, setups: AgentVariants, starter: RunStarter)
         cancel_timeout_s=agents.child_cancel_timeout_ms / 1000,
         default_sub_agent=agents.default_sub_agent_definition,
     )
-    return ChildRuns(setups.child, limits, pools=[p for p in pools if p.workers], starter=starter)
+    return ChildRuns(
+        setups.child, limits, pools=[p for p in pools if p.workers], starter=starter, queue=queue
+    )
+
+
+def queue_handoff(
+    queue: RunQueue, store: SessionStore, clock: Clock, ids: IdGenerator
+) -> QueueHandoff:
+    """How a worker process's orchestrator runs queue their pool workers (AGT-4, WORK-1)."""
+    from soong_agent.application.workers.dispatch import QueueHandoff
+
+    return QueueHandoff(queue, store, clock=clock, ids=ids)
 
 
 def team_service(
