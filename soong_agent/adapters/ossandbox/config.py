@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
+from typing import Literal
 
 from soong_agent.adapters.ossandbox.policy import build_policy
 from soong_agent.domain.config.schema import ToolsConfig
@@ -20,7 +21,7 @@ def policy_for_config(
     agent_home: str,
     session_db: str | None = None,
     tmp_dir: str | None = None,
-    network: bool = False,
+    network: bool | Literal["allowlist"] = False,
     home: str | None = None,
 ) -> SandboxPolicy:
     """The policy for commands of a project under `tools` (placeholders already expanded):

@@ -93,6 +93,12 @@ def find_denials(
         phrases += [p for p, _ in _NETWORK_ERRORS]
     if not any(p in output for p in phrases):
         return ()
+    network_rule = (
+        "no direct network: commands reach the hosts of tools.network only through the "
+        "proxy the proxy variables (HTTP_PROXY, ALL_PROXY) name"
+        if policy.proxied
+        else "no network: the command has no network grant"
+    )
     writable = policy.writable()
     write_rule = "commands may write only in " + ", ".join(writable)
     found: dict[tuple[DenialKind, str | None], SandboxDenial] = {}
@@ -134,10 +140,10 @@ def find_denials(
                 and file_error == "EPERM"
                 and _SOCKET_HINT.search(output)
             ):
-                add("network", "EPERM", None, "no network: the command has no network grant")
+                add("network", "EPERM", None, network_rule)
             continue
         if not policy.network:
             net_error = next((code for text, code in _NETWORK_ERRORS if text in line), None)
             if net_error is not None:
-                add("network", net_error, None, "no network: the command has no network grant")
+                add("network", net_error, None, network_rule)
     return tuple(found.values())

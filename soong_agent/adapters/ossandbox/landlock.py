@@ -11,6 +11,11 @@ the runner's `start` to that loop). What the thread applies to itself, and so to
 - without a network grant, a seccomp filter refusing ``socket()`` for every family but
   AF_UNIX (and ``io_uring_setup``, whose socket operations would bypass it), Landlock's TCP
   rules where the kernel has them (ABI 4), and its abstract-UNIX-socket scope (ABI 6);
+- with ``sandbox.network = "allowlist"`` (SBX-4): TCP connections to the filtering proxy's
+  loopback port only (Landlock's TCP rules) and no socket but AF_UNIX and AF_INET TCP
+  (seccomp); the proxy variables are set through ``env`` in front of the command. Landlock
+  cannot tell addresses apart, so the proxy's port on another address is reachable too (by
+  IP: no name can be resolved); bubblewrap's network namespace has no such gap;
 - the signal scope (ABI 6): a command cannot signal the agent;
 - as root: every capability dropped from the thread's bounding, effective and permitted sets,
   so a command started as root has none (Landlock binds root too, the capabilities would
@@ -36,12 +41,22 @@ import contextlib
 import ctypes
 import errno
 import os
+import shutil
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, get_args
 
 from soong_agent.adapters.ossandbox.denials import find_denials
 from soong_agent.adapters.ossandbox.landlock_rules import Right, landlock_rules
+from soong_agent.adapters.ossandbox.network_filters import no_network_filter, proxied_filter
+from soong_agent.adapters.ossandbox.proxied import (
+    CommandProxy,
+    forget_proxy_denials,
+    proxy_denials,
+    proxy_session,
+    require_proxy,
+    started,
+)
 from soong_agent.ports.ossandbox import (
     Mechanism,
     SandboxDenial,
@@ -54,7 +69,6 @@ T = TypeVar("T")
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _CAP_VERSION_3 = 0x20080522
-_AF_UNIX = 1
 
 
 def _libc() -> ctypes.CDLL:
@@ -107,11 +121,18 @@ def _access_flags(rights: frozenset[Right]) -> Any:
     return flags
 
 
-def restrict_current_thread(policy: SandboxPolicy, *, drop_capabilities: bool = True) -> None:
+def restrict_current_thread(
+    policy: SandboxPolicy, *, drop_capabilities: bool = True, proxy_port: int | None = None
+) -> None:
     """Apply `policy` to the calling thread and everything it starts from now on.
 
+    With `proxy_port` (a proxied policy, SBX-4) the one network the thread keeps is a TCP
+    connection to that port: Landlock's TCP rules allow connecting to it only (and binding
+    nothing), seccomp refuses every socket but AF_UNIX and AF_INET TCP (so no UDP, no DNS,
+    no raw socket, no IPv6).
+
     Raises SandboxUnavailable when Landlock (or, without a network grant, every way of
-    refusing the network) is missing.
+    refusing the network, or for `proxy_port` Landlock's TCP rules and seccomp) is missing.
     """
     try:
         import landlockpy
@@ -132,7 +153,15 @@ def restrict_current_thread(policy: SandboxPolicy, *, drop_capabilities: bool = 
         handled_net = landlockpy.net_for_abi(abi)
         if abi >= 6:
             scoped |= Scope.ABSTRACT_UNIX_SOCKET
-        seccomp_filter = _no_network_filter()
+        seccomp_filter = no_network_filter() if proxy_port is None else proxied_filter()
+        if proxy_port is not None and (
+            seccomp_filter is None or not handled_net & AccessNet.CONNECT_TCP
+        ):
+            raise SandboxUnavailable(
+                'sandbox.network = "allowlist" needs Landlock\'s TCP rules (ABI 4, Linux 6.7+; '
+                f"this kernel has ABI {abi}) and seccomp filters "
+                f"({'available' if seccomp_filter is not None else 'unavailable'} here)"
+            )
         if seccomp_filter is None and not handled_net:
             raise SandboxUnavailable(
                 "no way to refuse the network: seccomp filters are unavailable and this "
@@ -143,29 +172,13 @@ def restrict_current_thread(policy: SandboxPolicy, *, drop_capabilities: bool = 
             # a path that went away or cannot be opened gets no rule: it stays refused
             with contextlib.suppress(OSError):
                 rs.allow_path(rule.path, _access_flags(rule.rights))
+        if proxy_port is not None:
+            rs.allow_port(proxy_port, AccessNet.CONNECT_TCP)
         if drop_capabilities and os.geteuid() == 0:
             _drop_capabilities()
         rs.restrict()
     if seccomp_filter is not None:
         seccomp_filter.load()
-
-
-def _no_network_filter() -> Any:
-    """A seccomp filter refusing socket() for every family but AF_UNIX, and io_uring_setup;
-    None when seccomp filters cannot be used here."""
-    try:
-        import seccompy
-    except ImportError:  # pragma: no cover - a dependency
-        return None
-    try:
-        if not seccompy.supported():
-            return None
-        rules = seccompy.Filter(seccompy.Action.ALLOW)
-        rules.errno("socket", errno.EPERM, args=[(0, seccompy.CmpOp.NE, _AF_UNIX)])
-        rules.errno("io_uring_setup", errno.EPERM)
-        return rules
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 class _SpawnerThread:
@@ -268,8 +281,17 @@ class LandlockSandbox:
     non-dumpable when the first spawner starts (see the module documentation).
     """
 
-    def __init__(self, *, max_spawners: int = 8, protect_agent: bool = True) -> None:
-        self._spawners: dict[SandboxPolicy, _SpawnerThread] = {}
+    def __init__(
+        self,
+        *,
+        max_spawners: int = 8,
+        protect_agent: bool = True,
+        proxy: CommandProxy | None = None,
+        env_program: str | None = None,
+    ) -> None:
+        self._proxy = proxy
+        self._env_program = env_program or shutil.which("env") or "/usr/bin/env"
+        self._spawners: dict[tuple[SandboxPolicy, int | None], _SpawnerThread] = {}
         self._lock = threading.Lock()
         self._max = max_spawners
         self._protect_agent = protect_agent
@@ -286,9 +308,10 @@ class LandlockSandbox:
     def unsandboxed(self) -> bool:
         return False
 
-    def _spawner(self, policy: SandboxPolicy) -> _SpawnerThread:
+    def _spawner(self, policy: SandboxPolicy, proxy_port: int | None = None) -> _SpawnerThread:
+        key = (policy, proxy_port)
         with self._lock:
-            spawner = self._spawners.get(policy)
+            spawner = self._spawners.get(key)
             if spawner is not None:
                 return spawner
             if self._protect_agent and not self._protected:
@@ -302,10 +325,10 @@ class LandlockSandbox:
                         break
             spawner = _SpawnerThread(
                 f"soong-landlock-{len(self._spawners)}",
-                lambda: restrict_current_thread(policy),
+                lambda: restrict_current_thread(policy, proxy_port=proxy_port),
             )
             spawner.start()
-            self._spawners[policy] = spawner
+            self._spawners[key] = spawner
             return spawner
 
     async def run(
@@ -314,15 +337,29 @@ class LandlockSandbox:
         policy: SandboxPolicy,
         start: Callable[[Sequence[str]], Awaitable[T]],
     ) -> T:
-        spawner = self._spawners.get(policy)
+        forget_proxy_denials()
+        if not policy.proxied:
+            spawner = await self._ready_spawner(policy, None)
+            final = list(argv)
+            return await spawner.call(lambda: start(final))
+        proxy = require_proxy(self._proxy)
+        port = await started(proxy)
+        spawner = await self._ready_spawner(policy, port)
+        with proxy_session(proxy, argv) as token:
+            assignments = [f"{k}={v}" for k, v in proxy.command_env(token).items()]
+            proxied = [self._env_program, *assignments, *argv]
+            return await spawner.call(lambda: start(proxied))
+
+    async def _ready_spawner(self, policy: SandboxPolicy, port: int | None) -> _SpawnerThread:
+        spawner = self._spawners.get((policy, port))
         if spawner is None:
             # restricting walks a few folders and makes a few hundred rules: off the loop
-            spawner = await asyncio.to_thread(self._spawner, policy)
-        final = list(argv)
-        return await spawner.call(lambda: start(final))
+            spawner = await asyncio.to_thread(self._spawner, policy, port)
+        return spawner
 
     def denials(self, output: str, policy: SandboxPolicy, cwd: str) -> tuple[SandboxDenial, ...]:
-        return find_denials(output, policy, cwd, "landlock")
+        found = find_denials(output, policy, cwd, "landlock")
+        return found + proxy_denials(policy, "landlock")
 
     def close(self) -> None:
         """Stop every spawner thread."""

@@ -22,6 +22,7 @@ import glob
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from soong_agent.adapters.ossandbox.bwrap_args import MountKind, bwrap_arguments
 from soong_agent.adapters.ossandbox.landlock_rules import (
@@ -140,7 +141,7 @@ def build_policy(
     tmp_dir: str | None = None,
     allow_tmp_write: bool = False,
     system_tmp: str | None = None,
-    network: bool = False,
+    network: bool | Literal["allowlist"] = False,
     also_deny: Sequence[tuple[str, str]] = (),
     name_search_limit: int = NAME_SEARCH_LIMIT,
     tracked: Callable[[str, Sequence[str]], set[str]] = git_tracked,
@@ -154,6 +155,7 @@ def build_policy(
     paths denies what exists there now; a name pattern (``.env``, ``.env.*``) denies the
     matching files and folders found below the project and the write roots. `also_deny` adds
     (path, reason) pairs, e.g. a session database configured outside the agent home.
+    `network`: any (True), none (False), or ``"allowlist"``: only through the filtering proxy.
     `agent_home` is denied whole. Paths that do not exist are left out: there is nothing to
     hide, and a mechanism cannot mount over nothing. Nor are paths inside a write root whose
     content git tracks (`tracked`, `git_tracked`): their content is in ``.git`` anyway, and a
@@ -195,8 +197,9 @@ def build_policy(
             e for e in exceptions if any(is_within(e, d) and e != d for d in kept)
         ),
         tmp_dir=os.path.realpath(tmp_dir) if tmp_dir else None,
-        network=network,
+        network=network is True,
         deny_reasons=tuple(kept.values()),
+        proxy=network == "allowlist",
     )
 
 

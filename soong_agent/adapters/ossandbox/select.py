@@ -16,6 +16,7 @@ from soong_agent.adapters.ossandbox.bubblewrap import BubblewrapSandbox, find_bw
 from soong_agent.adapters.ossandbox.landlock import LandlockSandbox
 from soong_agent.adapters.ossandbox.none import NoSandbox, RefusingSandbox
 from soong_agent.adapters.ossandbox.probe import probe_host
+from soong_agent.adapters.ossandbox.proxied import CommandProxy
 from soong_agent.ports.ossandbox import CommandSandbox, SandboxMode, SandboxPolicy, SandboxProbe
 
 
@@ -28,8 +29,11 @@ class SandboxChoice:
     warning: str | None = None
 
 
-def choose_sandbox(mode: SandboxMode, *, probe: SandboxProbe | None = None) -> SandboxChoice:
-    """The sandbox for `mode`, probing the host (once per process) unless `probe` is given."""
+def choose_sandbox(
+    mode: SandboxMode, *, probe: SandboxProbe | None = None, proxy: CommandProxy | None = None
+) -> SandboxChoice:
+    """The sandbox for `mode`, probing the host (once per process) unless `probe` is given;
+    `proxy` is the filtering proxy proxied policies reach the network through (SBX-4)."""
     if mode == "off":
         return SandboxChoice(NoSandbox('sandbox.os = "off"'), probe)
     probe = probe if probe is not None else probe_host()
@@ -37,13 +41,13 @@ def choose_sandbox(mode: SandboxMode, *, probe: SandboxProbe | None = None) -> S
     if best == "bubblewrap":
         found = find_bwrap()
         if found is not None:
-            return SandboxChoice(BubblewrapSandbox(found[0], source=found[1]), probe)
+            return SandboxChoice(BubblewrapSandbox(found[0], source=found[1], proxy=proxy), probe)
     if best == "landlock":
-        return SandboxChoice(LandlockSandbox(), probe)
+        return SandboxChoice(LandlockSandbox(proxy=proxy), probe)
     if best is None and len(probe.statuses) < 2:
         probe = probe_host(every_mechanism=True)
         if probe.best == "landlock":
-            return SandboxChoice(LandlockSandbox(), probe)
+            return SandboxChoice(LandlockSandbox(proxy=proxy), probe)
     why = probe.why_none() or "no mechanism was found"
     if mode == "required":
         fixes = "; ".join(f"{s.mechanism}: {s.fix}" for s in probe.statuses if s.fix)
@@ -85,6 +89,12 @@ def model_note(sandbox: CommandSandbox, policy: SandboxPolicy) -> str:
     if policy.tmp_dir:
         where += " and $TMPDIR"
     network = "may use the network" if policy.network else "have no network"
+    if policy.proxied:
+        network = (
+            "reach only the hosts the user allowed (tools.network), through a proxy the "
+            "proxy variables (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY) already name; a refused "
+            "host answers 403"
+        )
     return (
         f"Commands run in an OS sandbox ({sandbox.mechanism}): they can write only in {where}, "
         f"cannot read sensitive files (keys, credentials, the agent's own files) and {network}; "

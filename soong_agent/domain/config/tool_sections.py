@@ -139,8 +139,24 @@ class ToolsConfig(Section):
 McpToolsConfig.model_rebuild()
 
 
+CommandNetwork = bool | Literal["allowlist"]
+"""What network a sandboxed command has: none, all of it, or the hosts of ``tools.network``
+through the host's filtering proxy (SBX-4)."""
+
+
 class SandboxConfig(Section):
     """The OS sandbox commands run in (SBX-3): `run_command` and declarative tools."""
 
     os: Literal["auto", "required", "off"] = "auto"
-    network: bool = False
+    network: CommandNetwork | None = None
+    """``false``: no network; ``true``: any; ``"allowlist"``: only the hosts of
+    ``tools.network``, through the filtering proxy. Unset: ``"allowlist"`` when
+    ``tools.network`` lists a host or a domain, else ``false`` (`command_network`)."""
+
+    def command_network(self, allowed: NetworkConfig) -> CommandNetwork:
+        """`network`, or when it is unset the default: ``"allowlist"`` when `allowed` lists
+        anything (the user named hosts tools may reach: commands may reach them too, and
+        nothing else), ``false`` otherwise."""
+        if self.network is not None:
+            return self.network
+        return "allowlist" if allowed.allowed_hosts or allowed.allowed_domains else False

@@ -212,10 +212,11 @@ def _set_up_sandboxing_meanwhile(container: CliContainer, loaded: LoadedConfig) 
     from soong_agent.entrypoints import factories
 
     outcome: Future[CommandSandboxing] = Future()
+    closables = container.adapters.closables()
 
     def work() -> None:
         try:
-            outcome.set_result(factories.command_sandboxing(loaded))
+            outcome.set_result(factories.command_sandboxing(loaded, closables))
         except BaseException as exc:  # raised where the container takes it
             outcome.set_exception(exc)
 

@@ -2,7 +2,8 @@
 
 Every mechanism is tried for real (a trial command must fail to read a denied file and to
 write outside its root). Then what each `sandbox.os` mode would do, and, when the config
-loads, the policy commands of the project would run under. Exit status 0 when commands
+loads, the policy commands of the project would run under, and their network (SBX-4): the
+mode, the allow-list and the filtering proxy. Exit status 0 when commands
 would run sandboxed (or `sandbox.os` is explicitly ``off``), 1 otherwise.
 """
 
@@ -70,11 +71,59 @@ def render_policy(policy: SandboxPolicy) -> list[str]:
         lines.append("  hidden:    (nothing that exists)")
     for exception in policy.read_exceptions:
         lines.append(f"  readable inside a hidden folder: {exception}")
-    lines.append("  network:   " + ("allowed (sandbox.network)" if policy.network else "none"))
+    if policy.network:
+        network = "allowed (sandbox.network = true)"
+    elif policy.proxied:
+        network = 'only the allow-list, through the filtering proxy (sandbox.network = "allowlist")'
+    else:
+        network = "none"
+    lines.append("  network:   " + network)
     unenforced = landlock_unenforced(policy)
     if unenforced:
         lines.append(
             "  under Landlock, still readable (inside a writable folder): " + ", ".join(unenforced)
+        )
+    return lines
+
+
+def render_network(loaded: LoadedConfig, probe: SandboxProbe, current: SandboxMode) -> list[str]:
+    """The commands' network (SBX-4): the mode and where it comes from, the allow-list, and
+    the filtering proxy, started here for a moment to show it listens (each runtime starts
+    its own at its first command, on another port)."""
+    config = loaded.config
+    allowed = config.tools.network
+    mode = config.sandbox.command_network(allowed)
+    shown = {True: "true (any host)", False: "false (none)", "allowlist": '"allowlist"'}[mode]
+    origin = "set" if config.sandbox.network is not None else "default, from tools.network"
+    lines = [f"network of commands: sandbox.network = {shown} ({origin})"]
+    hosts = ", ".join(allowed.allowed_hosts) or "(none)"
+    domains = ", ".join(allowed.allowed_domains) or "(none)"
+    lines.append(f"  tools.network.allowed_hosts:   {hosts}")
+    lines.append(f"  tools.network.allowed_domains: {domains}")
+    if mode != "allowlist":
+        return lines
+    if config.permissions.network_policy == "deny":
+        lines.append('  permissions.network_policy = "deny": the proxy refuses every host')
+    if current == "off" or probe.best is None:
+        lines.append("  proxy: not used, commands are not confined (they have the host's network)")
+        return lines
+    from soong_agent.entrypoints.factories.safety import network_proxy
+
+    proxy = network_proxy(loaded)
+    try:
+        address = proxy.start()
+        lines.append(
+            f"  proxy: works, listening on {address.host}:{address.port} and "
+            f"{address.unix_path} (for this check; a runtime starts its own)"
+        )
+    except (OSError, RuntimeError) as exc:
+        lines.append(f"  proxy: does NOT start: {exc}")
+    finally:
+        proxy.close()
+    if probe.best == "landlock":
+        lines.append(
+            "  under Landlock: TCP to the proxy's port only (on any address; no name "
+            "resolution, no UDP); bubblewrap gives each command a network of its own"
         )
     return lines
 
@@ -105,9 +154,10 @@ def check_sandbox(*, path: str | None, mode: str | None = None) -> int:
             agent_home=str(loaded.home),
             session_db=loaded.config.context.session_db_path,
             tmp_dir=command_tmp_dir(),
-            network=loaded.config.sandbox.network,
+            network=loaded.config.sandbox.command_network(loaded.config.tools.network),
         )
         lines += render_policy(policy)
+        lines += render_network(loaded, probe, current)
     else:
         lines.append(f"policy: not shown, the config did not load ({problem})")
     sys.stdout.write("\n".join(lines) + "\n")

@@ -1,0 +1,229 @@
+"""One client connection of the filtering proxy (SBX-4): an HTTP request (absolute URI or
+``CONNECT``) or a SOCKS5 ``CONNECT``, checked by the gate, then relayed both ways.
+
+A refused target is answered at once (``403`` with the reason, SOCKS reply 2) and reported to
+`Record` with the command's token; a target that cannot be reached gets ``502`` (SOCKS reply
+4). Nothing waits for ever: reading a request is bounded by `head_timeout_s`, connecting by
+`connect_timeout_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from soong_agent.adapters.netproxy.wire import (
+    ATYP_IPV4,
+    ATYP_IPV6,
+    ATYP_NAME,
+    CMD_CONNECT,
+    CONNECTED,
+    NO_AUTH,
+    NO_METHOD,
+    SOCKS_ADDRESS_UNSUPPORTED,
+    SOCKS_COMMAND_UNSUPPORTED,
+    SOCKS_HOST_UNREACHABLE,
+    SOCKS_NOT_ALLOWED,
+    SOCKS_OK,
+    SOCKS_VERSION,
+    USER_PASSWORD,
+    BadRequest,
+    canonical_host,
+    http_reply,
+    parse_http_head,
+    socks_reply,
+)
+from soong_agent.ports.errors import PermissionDenied, SoongAgentError
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Record = Callable[[str | None, str, int, str], None]
+"""Called with (token, host, port, reason) for each refused target."""
+CHUNK = 262144
+
+
+class ConnectGate(Protocol):
+    """Who may be reached: ``tools.network`` (`adapters.web.allowlist.NetworkAllowList`)."""
+
+    async def addresses(self, host: str, port: int, *, where: str = "") -> Sequence[IPAddress]:
+        """The checked addresses of `host:port`; PermissionDenied when it is not allowed,
+        another SoongAgentError when the name does not resolve."""
+        ...
+
+
+class _Refused(Exception):
+    """A target the gate refused (`denied`) or could not reach; the message says why."""
+
+    def __init__(self, message: str, *, denied: bool) -> None:
+        super().__init__(message)
+        self.denied = denied
+
+
+class ClientHandler:
+    """Serves client connections through `gate`; refusals go to `record`."""
+
+    def __init__(
+        self,
+        gate: ConnectGate,
+        record: Record,
+        *,
+        connect_timeout_s: float,
+        head_timeout_s: float,
+    ) -> None:
+        self._gate = gate
+        self._record = record
+        self._connect_timeout_s = connect_timeout_s
+        self._head_timeout_s = head_timeout_s
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one client connection to its end."""
+        try:
+            first = await asyncio.wait_for(reader.readexactly(1), self._head_timeout_s)
+            if first[0] == SOCKS_VERSION:
+                await self._socks(reader, writer)
+            else:
+                await self._http(first, reader, writer)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass  # the client went away or said nothing: nothing to answer
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _open(
+        self, host: str, port: int, token: str | None
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to an allowed, checked address of `host:port`, or _Refused."""
+        try:
+            found = await self._gate.addresses(host, port)
+        except PermissionDenied as exc:
+            self._record(token, host, port, str(exc))
+            raise _Refused(str(exc), denied=True) from None
+        except SoongAgentError as exc:
+            raise _Refused(str(exc), denied=False) from None
+        problem = f"no address of {host}"
+        for ip in found:
+            try:
+                return await asyncio.wait_for(
+                    asyncio.open_connection(str(ip), port, limit=CHUNK),
+                    self._connect_timeout_s,
+                )
+            except TimeoutError:
+                problem = f"connecting to {ip} port {port} timed out"
+            except OSError as exc:
+                problem = f"connecting to {ip} port {port} failed: {exc.strerror or exc}"
+        raise _Refused(problem, denied=False)
+
+    async def _http(
+        self, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            rest = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self._head_timeout_s)
+            request = parse_http_head(first + rest)
+        except asyncio.LimitOverrunError:
+            writer.write(http_reply(431, "Request Header Fields Too Large", "head too large"))
+            return
+        except BadRequest as exc:
+            writer.write(http_reply(400, "Bad Request", f"soong-agent proxy: {exc}"))
+            return
+        try:
+            up_reader, up_writer = await self._open(request.host, request.port, request.token)
+        except _Refused as exc:
+            if exc.denied:
+                writer.write(http_reply(403, "Forbidden", f"soong-agent proxy: {exc}"))
+            else:
+                writer.write(http_reply(502, "Bad Gateway", f"soong-agent proxy: {exc}"))
+            return
+        try:
+            if request.connect:
+                writer.write(CONNECTED)
+            else:
+                up_writer.write(request.forward)
+            await _relay(reader, writer, up_reader, up_writer)
+        finally:
+            up_writer.close()
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                await up_writer.wait_closed()
+
+    async def _socks(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        timeout = self._head_timeout_s
+        count = (await asyncio.wait_for(reader.readexactly(1), timeout))[0]
+        methods = await asyncio.wait_for(reader.readexactly(count), timeout)
+        token: str | None = None
+        if USER_PASSWORD in methods:
+            writer.write(bytes([SOCKS_VERSION, USER_PASSWORD]))
+            head = await asyncio.wait_for(reader.readexactly(2), timeout)
+            await asyncio.wait_for(reader.readexactly(head[1]), timeout)  # the user name
+            length = (await asyncio.wait_for(reader.readexactly(1), timeout))[0]
+            token = (await asyncio.wait_for(reader.readexactly(length), timeout)).decode(
+                "utf-8", "replace"
+            )
+            writer.write(b"\x01\x00")
+        elif NO_AUTH in methods:
+            writer.write(bytes([SOCKS_VERSION, NO_AUTH]))
+        else:
+            writer.write(bytes([SOCKS_VERSION, NO_METHOD]))
+            return
+        version, command, _, kind = await asyncio.wait_for(reader.readexactly(4), timeout)
+        if version != SOCKS_VERSION:
+            return
+        if kind == ATYP_IPV4:
+            raw = str(ipaddress.IPv4Address(await reader.readexactly(4)))
+        elif kind == ATYP_IPV6:
+            raw = str(ipaddress.IPv6Address(await reader.readexactly(16)))
+        elif kind == ATYP_NAME:
+            length = (await reader.readexactly(1))[0]
+            raw = (await reader.readexactly(length)).decode("ascii", "replace")
+        else:
+            writer.write(socks_reply(SOCKS_ADDRESS_UNSUPPORTED))
+            return
+        port = int.from_bytes(await reader.readexactly(2), "big")
+        if command != CMD_CONNECT:
+            writer.write(socks_reply(SOCKS_COMMAND_UNSUPPORTED))
+            return
+        try:
+            host = canonical_host(raw)
+        except BadRequest:
+            writer.write(socks_reply(SOCKS_ADDRESS_UNSUPPORTED))
+            return
+        try:
+            up_reader, up_writer = await self._open(host, port, token)
+        except _Refused as exc:
+            writer.write(socks_reply(SOCKS_NOT_ALLOWED if exc.denied else SOCKS_HOST_UNREACHABLE))
+            return
+        try:
+            writer.write(socks_reply(SOCKS_OK))
+            await _relay(reader, writer, up_reader, up_writer)
+        finally:
+            up_writer.close()
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                await up_writer.wait_closed()
+
+
+async def _copy(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
+    try:
+        while data := await source.read(CHUNK):
+            target.write(data)
+            await target.drain()
+        if target.can_write_eof():
+            target.write_eof()
+    except (ConnectionError, OSError):
+        target.transport.abort()
+
+
+async def _relay(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+) -> None:
+    """Copy both ways until both sides are done (each side's end is passed on)."""
+    for stream in (writer, up_writer):
+        sock = stream.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
