@@ -156,6 +156,22 @@ class SandboxDenied(EventBase):
     rule: str
 
 
+class NetworkDenied(EventBase):
+    """The filtering proxy refused a command a connection (SBX-4, ``sandbox.network =
+    "allowlist"``): `host` and `port` are what it asked for, `command` the command's text,
+    `reason` why (not in ``tools.network``, a private address, …). Published before the call's
+    `ToolResultEvent`, whose text notes it too."""
+
+    type: Literal["network_denied"] = "network_denied"
+    call_id: str
+    name: str
+    host: str
+    port: int
+    command: str
+    reason: str
+    mechanism: str
+
+
 class ContextMeasured(EventBase):
     """The size of the context before a model call, against the budget (CTX-4)."""
 
@@ -241,6 +257,7 @@ RunEvent = Annotated[
     | PermissionSuggestion
     | ToolResultEvent
     | SandboxDenied
+    | NetworkDenied
     | McpServerEvent
     | ContextMeasured
     | CompactionEvent
@@ -315,6 +332,7 @@ __all__ = [
     "MemoryRejected",
     "ModelCallStarted",
     "ModelRetry",
+    "NetworkDenied",
     "PermissionAsked",
     "PermissionDecided",
     "PermissionSuggestion",

@@ -16,7 +16,7 @@ from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.tools.base import Tool, ToolContext, ToolOutput, ToolRegistry
 from soong_agent.ports.artifacts import ArtifactStore
 from soong_agent.ports.errors import SoongAgentError
-from soong_agent.ports.events import ErrorEvent, SandboxDenied, ToolResultEvent
+from soong_agent.ports.events import ErrorEvent, NetworkDenied, SandboxDenied, ToolResultEvent
 from soong_agent.ports.messages import ToolCallBlock, ToolResultBlock
 from soong_agent.ports.system import Clock
 from soong_agent.ports.text import safe_text
@@ -180,6 +180,18 @@ class ToolPipeline:
         for event_class, fields in output.events:
             rec.event(event_class, **fields)
         for denial in output.denials:
+            if denial.host is not None and denial.port is not None:  # the proxy's (SBX-4)
+                rec.event(
+                    NetworkDenied,
+                    call_id=block.call_id,
+                    name=block.name,
+                    host=denial.host,
+                    port=denial.port,
+                    command=denial.command or "",
+                    reason=denial.rule,
+                    mechanism=denial.mechanism,
+                )
+                continue
             rec.event(
                 SandboxDenied,
                 call_id=block.call_id,

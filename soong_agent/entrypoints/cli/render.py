@@ -17,6 +17,7 @@ from soong_agent.ports.events import (
     McpServerEvent,
     MemoryRejected,
     ModelRetry,
+    NetworkDenied,
     PermissionDecided,
     PermissionSuggestion,
     RunEvent,
@@ -193,6 +194,8 @@ def _call_line(event: RunEvent) -> str | None:
             return f"  ✗ denied: {event.reason}"
         case ToolResultEvent():
             return f"  {'✗' if event.is_error else '✓'} {_first_line(event.content)}"
+        case NetworkDenied():
+            return f"  ⊘ proxy refused {event.host}:{event.port}: {event.reason}"
         case SandboxDenied():
             refused = {"read": "reading", "write": "writing", "network": "a connection"}
             target = f" {event.path}" if event.path else ""
