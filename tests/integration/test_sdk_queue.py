@@ -16,6 +16,7 @@ from soong_agent.application.workers.queued import start_queued
 from soong_agent.application.workers.worker import AlreadyEnded, Worker
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.run_queue import Lease, RunNotQueued
+from soong_agent.ports.streaming import Usage
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
 
 
@@ -105,3 +106,56 @@ async def test_a_run_that_ended_before_its_worker_told_the_queue_is_not_run_agai
         assert ended.value.status == "completed"
         assert len(model.calls) == 1  # the model was not asked again
         assert [r.id for r in await runtime.session_runs(second.run.session_id)] == [run_id]
+
+
+@pytest.mark.parametrize("budget", ["tokens", "wall"])
+async def test_a_takeover_gets_only_what_its_earlier_attempt_left_of_the_budget(
+    world: tuple[Path, Path], budget: str
+) -> None:
+    """The first attempt spent 600 tokens and was cut off: the takeover may spend only what is
+    left (of 1000: 400, which its first 500-token turn uses up), or does not run at all (its
+    wall-clock budget ran out since the first attempt started)."""
+    project, home = world
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(
+                ("no_such_tool", {}), usage=Usage(input_tokens=500, output_tokens=100)
+            ),
+            ScriptedResponse.text("never seen", delay_s=30),
+            ScriptedResponse.tool_calls(
+                ("no_such_tool", {}), usage=Usage(input_tokens=400, output_tokens=100)
+            ),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    async with AgentRuntime(project, home, model=model) as runtime:
+        if budget == "tokens":
+            run_id = await runtime.submit("spend tokens", max_tokens=1000)
+        else:
+            run_id = await runtime.submit("spend time", max_wall_ms=60_000)
+        adapters = runtime._container.adapters
+        service, store = runtime._container.services.run_service(), adapters.session_store()
+        queue, folder = adapters.run_queue(), str(project.resolve())
+        first = await queue.claim("dead", [folder], lease_s=5, max_attempts=3, now=1e9)
+        assert first is not None
+        cut = await start_queued(service, store, first)
+        for _ in range(600):  # until the second model call is under way
+            if len(model.calls) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(model.calls) == 2
+        assert (await cut.cancel()) is not None  # the worker stopped: the attempt is cut off
+        second = await queue.claim("alive", [folder], lease_s=5, max_attempts=3, now=2e9)
+        assert second is not None and second.run.id == run_id
+        if budget == "wall":
+            later = adapters.clock().now() + 120  # two minutes after the first attempt began
+            with pytest.raises(AlreadyEnded) as ended:
+                await start_queued(service, store, second, now=later)
+            assert ended.value.status == "budget_exhausted"
+            assert "(by its earlier attempts)" in str(ended.value)
+            assert len(model.calls) == 2  # the model was not asked again
+            return
+        result = await (await start_queued(service, store, second)).wait()
+        assert result.status == "budget_exhausted", result.reason
+        assert result.reason and "500 of 400 tokens" in result.reason  # 400: what was left
+        assert len(model.calls) == 3

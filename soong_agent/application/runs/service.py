@@ -281,6 +281,10 @@ class RunService:
         store = self._assembler.ports.store
         return await store.get_mark(session_id, ORCHESTRATOR_MARK) is not None
 
+    def budgets(self, agent: str | None, orchestrator: bool = False) -> RunLimits:
+        """The budgets a run of `agent` starts with (`[runtime]`'s, its definition's)."""
+        return self._spec(agent, orchestrator, None, None)[1].settings.limits
+
     def _spec(
         self,
         agent: str | None,

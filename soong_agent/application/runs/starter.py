@@ -104,6 +104,11 @@ class RunStarter:
         self._clock = clock
         self._ids = ids
 
+    @property
+    def clock(self) -> Clock:
+        """The runtime's clock."""
+        return self._clock
+
     def new_session(
         self,
         *,

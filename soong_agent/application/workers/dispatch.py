@@ -14,13 +14,11 @@ import contextlib
 from soong_agent.application.children.handoff import HandedOff, Handoff
 from soong_agent.application.runs.handle import RunResult
 from soong_agent.application.workers.approvals import PARKED
-from soong_agent.application.workers.queued import attempts_of, submit_run
+from soong_agent.application.workers.queued import attempts_of, spent_by, submit_run
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.event_base import RunStatus
-from soong_agent.ports.events import ModelCallStarted, RunFinished
 from soong_agent.ports.run_queue import Dispatched, QueuedRun, RunOptions, RunQueue
 from soong_agent.ports.storage import SessionStore
-from soong_agent.ports.streaming import Usage
 from soong_agent.ports.system import Clock, IdGenerator
 
 __all__ = ["QueueHandoff"]
@@ -118,15 +116,7 @@ class QueueHandoff:
         """How the worker's run ended, read from the queue and its session: its status and
         reason, its last answer, and what its attempts spent."""
         infos = attempts_of(handed.run_id, await self._store.list_runs(handed.session_id))
-        usage, cost, turns = Usage(), None, 0
-        for info in infos:
-            for event in await self._store.run_events(info.id):
-                if isinstance(event, RunFinished):
-                    usage = usage + event.usage
-                    if event.cost_usd is not None:
-                        cost = (cost or 0.0) + event.cost_usd
-                elif isinstance(event, ModelCallStarted):
-                    turns += 1
+        usage, cost, turns = await spent_by(self._store, infos)
         last = infos[-1] if infos else None
         status: RunStatus = "failed"
         if run is not None and run.status == "completed":

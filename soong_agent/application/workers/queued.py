@@ -26,12 +26,21 @@ from soong_agent.application.workers.worker import AlreadyEnded
 from soong_agent.domain.permissions import PermissionMode, SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import UsageError
+from soong_agent.ports.events import UsageEvent
 from soong_agent.ports.messages import Message
 from soong_agent.ports.run_queue import Dispatched, Lease, QueuedRun, RunOptions, RunQueue
 from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo, SessionStore
+from soong_agent.ports.streaming import Usage
 from soong_agent.ports.system import Clock, IdGenerator
 
-__all__ = ["TAKEOVER_MESSAGE", "Submission", "attempts_of", "start_queued", "submit_run"]
+__all__ = [
+    "TAKEOVER_MESSAGE",
+    "Submission",
+    "attempts_of",
+    "spent_by",
+    "start_queued",
+    "submit_run",
+]
 
 TAKEOVER_MESSAGE = (
     "The worker that was running this request stopped before it finished. Carry on with the "
@@ -87,12 +96,19 @@ async def submit_run(
 
 
 async def start_queued(
-    service: RunService, store: SessionStore, lease: Lease, *, fence_only: bool = False
+    service: RunService,
+    store: SessionStore,
+    lease: Lease,
+    *,
+    fence_only: bool = False,
+    now: float | None = None,
 ) -> Run:
     """Start the claimed run through `service` (its project's, whose store is `store`), with
     its ids and the lease's fence. A later attempt whose first one reached the session
-    continues it (see the module docstring)."""
+    continues it (see the module docstring), within what the earlier attempts left of its
+    budgets (`now`: the time, for its wall-clock budget; default: the service's clock)."""
     queued, opts = lease.run, lease.run.options
+    now = service.starter.clock.now() if now is None else now
     session = await store.get_session(queued.session_id)
     runs = await store.list_runs(queued.session_id) if session is not None else []
     attempts = attempts_of(queued.id, runs)
@@ -110,6 +126,11 @@ async def start_queued(
         limits = RunLimits(
             max_cost_usd=opts.max_cost_usd, max_tokens=opts.max_tokens, max_wall_ms=opts.max_wall_ms
         )
+    if earlier:  # a takeover gets what its earlier attempts left of the budgets
+        base = limits or RunLimits()
+        if opts.dispatched is None:
+            base = service.budgets(opts.agent, opts.orchestrator).merged(base)
+        limits = await _left_after(store, attempts, base, now)
     token = QUEUED_RUN.set(queued)  # the run's task copies it: its approvals name the run
     try:
         if opts.dispatched is not None:
@@ -211,6 +232,36 @@ async def _dispatched(
             await claim.release()
         raise
     return prepared.run
+
+
+async def spent_by(store: SessionStore, runs: Sequence[RunInfo]) -> tuple[Usage, float | None, int]:
+    """What `runs` (a queued run's attempts) spent on their model calls: usage, cost (None
+    without prices) and how many calls, from their `usage` events (an attempt cut off
+    before its end has them too)."""
+    usage, cost, calls = Usage(), None, 0
+    for run in runs:
+        for event in await store.run_events(run.id):
+            if isinstance(event, UsageEvent):
+                usage, calls = usage + event.usage, calls + 1
+                if event.cost_usd is not None:
+                    cost = (cost or 0.0) + event.cost_usd
+    return usage, cost, calls
+
+
+async def _left_after(
+    store: SessionStore, attempts: Sequence[RunInfo], base: RunLimits, now: float
+) -> RunLimits | None:
+    """What the earlier `attempts` left of `base` (the wall clock counted from the first
+    one's start); `AlreadyEnded` when they used a budget up."""
+    usage, cost, _calls = await spent_by(store, attempts)
+    tokens = usage.input_tokens + usage.output_tokens
+    tokens += usage.cache_read_tokens + usage.cache_write_tokens
+    elapsed_ms = max(0.0, now - attempts[0].started_at) * 1000
+    used_up = base.spent(cost_usd=cost, tokens=tokens, elapsed_ms=elapsed_ms)
+    if used_up is not None:
+        raise AlreadyEnded("budget_exhausted", f"{used_up[1]} (by its earlier attempts)")
+    left = base.left(cost_usd=cost, tokens=tokens, elapsed_ms=elapsed_ms)
+    return left if left != RunLimits() else None
 
 
 def _mode(name: str) -> PermissionMode:

@@ -109,7 +109,9 @@ async def _serve(
             await close_left_over(
                 container.adapters.approval_store(), lease.run.id, container.adapters.clock()
             )
-        return await start_queued(service, store, lease, fence_only=fence_only)
+        return await start_queued(
+            service, store, lease, fence_only=fence_only, now=container.adapters.clock().now()
+        )
 
     def report(line: str) -> None:
         if not quiet:
