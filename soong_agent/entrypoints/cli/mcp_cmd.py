@@ -1,10 +1,16 @@
-"""`soong-agent mcp status` and `soong-agent mcp tools SERVER` (MCP-1).
+"""`soong-agent mcp status`, `mcp tools SERVER`, `mcp login SERVER` and `mcp logout SERVER`
+(MCP-1, MCP-3).
 
 `status` starts every configured server (never a project's: only the home's `mcp.json`),
 waits for each to be ready or to fail (at most `tools.mcp.startup_timeout_ms`, plus a little to
 hear the last answers), prints one line per server (state, transport, tools, start-up time,
 the reason of a failure with its last stderr line) and exits 1 when any failed or did not start
 in time. `tools` prints one server's tools, as the model would see them named.
+
+`login` takes the user through one HTTP or SSE server's OAuth authorization: it opens the
+authorization URL in the browser (or prints it, with `--no-browser` or when no browser opens),
+waits for the redirect on the loopback listener, and keeps the tokens in
+`${home}/mcp-auth/<server>.json` (mode 0600). `logout` deletes that file.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from soong_agent.entrypoints.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, fail, guarded
-from soong_agent.ports.mcp import McpHub, ServerHealth
+from soong_agent.ports.mcp import McpHub, McpServerSpec, ServerHealth
 
 if TYPE_CHECKING:
     from soong_agent.adapters.config.toml_loader import LoadedConfig
@@ -99,6 +105,116 @@ async def _tools(loaded: LoadedConfig, server: str) -> int:
     if not tools:
         sys.stdout.write(f"MCP server {server!r} offers no tools\n")
     return EXIT_OK
+
+
+def _oauth_spec(loaded: LoadedConfig, server: str) -> McpServerSpec | str:
+    """The spec of `server` when it can log in; else why not."""
+    from soong_agent.adapters.mcp import load_mcp_servers
+
+    specs = {spec.name: spec for spec in load_mcp_servers(loaded.home, ())}
+    spec = specs.get(server)
+    where = loaded.home / "mcp.json"
+    if spec is None:
+        return f"no MCP server {server!r} in {where} (servers: {', '.join(specs) or 'none'})"
+    if spec.transport == "stdio":
+        return f"MCP server {server!r} is a stdio server: OAuth is for http and sse servers"
+    if spec.oauth is None:
+        return (
+            f"MCP server {server!r} has OAuth turned off in {where} "
+            '("oauth": false, or its own Authorization header)'
+        )
+    return spec
+
+
+async def _login(loaded: LoadedConfig, spec: McpServerSpec, *, browser: bool) -> int:
+    import webbrowser
+
+    from soong_agent.adapters.mcp import SdkMcpHub
+    from soong_agent.adapters.mcp.auth.provider import LOGIN_TIMEOUT_S
+    from soong_agent.adapters.mcp.auth.store import TokenFile, token_path
+
+    assert spec.url is not None
+    store = TokenFile(token_path(loaded.home, spec.name), spec.url)
+    store.forget_tokens()  # a login is asked for: make a fresh one, keep the registration
+    asked: list[str] = []
+
+    async def authorize(server: str, url: str) -> None:
+        asked.append(url)
+        opened = False
+        if browser:
+            opened = await asyncio.to_thread(webbrowser.open, url)
+        if opened:
+            sys.stderr.write(
+                f"Opened the browser to log in to {server}. If it did not open, visit:\n"
+            )
+        else:
+            sys.stderr.write(f"To log in to {server}, open this URL in a browser:\n")
+        sys.stderr.write(
+            f"  {url}\nWaiting for the authorization (at most {LOGIN_TIMEOUT_S:g} s)...\n"
+        )
+        sys.stderr.flush()
+
+    hub = SdkMcpHub(
+        [spec],
+        startup_timeout_s=LOGIN_TIMEOUT_S + 30,
+        call_timeout_s=loaded.config.tools.mcp.call_timeout_ms / 1000,
+        auth_home=loaded.home,
+        authorize=authorize,
+    )
+    try:
+        hub.start()
+        await hub.wait_ready(LOGIN_TIMEOUT_S + 30)
+        [health] = hub.health()
+    finally:
+        await hub.aclose()
+    if health.state != "ready":
+        return fail(f"login to MCP server {spec.name!r} failed: {health.detail}", EXIT_FAILED)
+    if not TokenFile(store.path, spec.url).has_tokens():  # as the hub left it
+        sys.stdout.write(
+            f"MCP server {spec.name!r} did not ask for authorization: nothing to log in to\n"
+        )
+        return EXIT_OK
+    how = "authorized" if asked else "authorized with its client credentials"
+    sys.stdout.write(
+        f"MCP server {spec.name!r} {how}: {health.tool_count or 0} tools; tokens in {store.path}\n"
+    )
+    return EXIT_OK
+
+
+def mcp_login(*, server: str, browser: bool, path: str | None) -> int:
+    """`soong-agent mcp login SERVER [--no-browser]`."""
+    from soong_agent.entrypoints.sdk import load
+
+    def body() -> int:
+        loaded = load(path, None)
+        spec = _oauth_spec(loaded, server)
+        if isinstance(spec, str):
+            return fail(spec, EXIT_USAGE)
+        return asyncio.run(_login(loaded, spec, browser=browser))
+
+    return guarded(body)
+
+
+def mcp_logout(*, server: str, path: str | None) -> int:
+    """`soong-agent mcp logout SERVER`: forget its tokens and registered client."""
+    from soong_agent.adapters.mcp.auth.store import token_path
+    from soong_agent.entrypoints.sdk import load
+
+    def body() -> int:
+        loaded = load(path, None)
+        spec = _oauth_spec(loaded, server)
+        if isinstance(spec, str):
+            return fail(spec, EXIT_USAGE)
+        target = token_path(loaded.home, server)
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            sys.stdout.write(f"MCP server {server!r}: no stored login\n")
+            return EXIT_OK
+        sys.stdout.write(f"MCP server {server!r}: logged out (removed {target})\n")
+        return EXIT_OK
+
+    return guarded(body)
 
 
 def mcp_status(*, path: str | None) -> int:
