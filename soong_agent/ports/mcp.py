@@ -8,7 +8,7 @@ listeners. Nothing of the `mcp` SDK crosses this port: tools, results and states
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -95,6 +95,54 @@ class McpError(Exception):
 
 
 HealthListener = Callable[[ServerHealth], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationRequest:
+    """A server's `elicitation/create` (MCP-4): in `form` mode the answer's fields are
+    described by `schema` (a flat JSON schema of strings, numbers, booleans and enums); in `url`
+    mode the user is asked to open `url` (nothing is sent back but the action)."""
+
+    server: str
+    message: str
+    mode: Literal["form", "url"]
+    schema: Mapping[str, Any] | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationAnswer:
+    """What the user said: `accept` (with `content` in form mode), `decline` or `cancel`."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: Mapping[str, Any] | None = None
+
+
+Elicitor = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer]]
+"""Puts a server's question to the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingRequest:
+    """A server's `sampling/createMessage` (MCP-4): `messages` as (role, text) pairs."""
+
+    server: str
+    messages: tuple[tuple[str, str], ...]
+    system_prompt: str | None = None
+    max_tokens: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingAnswer:
+    """The model's answer to a sampling request."""
+
+    text: str
+    model: str
+    stop_reason: str = "endTurn"
+
+
+Sampler = Callable[[SamplingRequest], Awaitable[SamplingAnswer | None]]
+"""Answers a sampling request once the user approved it; None: declined."""
 
 
 @runtime_checkable
