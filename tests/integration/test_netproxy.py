@@ -1,0 +1,184 @@
+"""The filtering proxy on its own (SBX-4), spoken to over real loopback sockets: HTTP
+absolute-URI requests, CONNECT tunnels and SOCKS5, each checked with the allow-list
+``web_fetch`` uses; a refusal is an immediate answer (403 with the reason, SOCKS reply 2),
+recorded for the command whose token the connection carried."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import struct
+from collections.abc import Iterator
+
+import pytest
+
+from soong_agent.adapters.netproxy import UNKNOWN_COMMAND, FilteringProxy, proxy_env
+from soong_agent.adapters.web.allowlist import NetworkAllowList
+from soong_agent.domain.config.tool_sections import NetworkConfig, SandboxConfig
+from tests.support.loopback_sites import PAGE, Site, static_site
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    with static_site() as running:
+        yield running
+
+
+def _proxy(site: Site, **resolved: list[str]) -> FilteringProxy:
+    async def resolver(host: str) -> list[str]:
+        if host in resolved:
+            return resolved[host]
+        raise OSError(-2, "Name or service not known")
+
+    gate = NetworkAllowList(
+        allowed_hosts=[f"127.0.0.1:{site.port}"],
+        allowed_domains=["intranet.test", "public.test"],
+        resolver=resolver,
+    )
+    return FilteringProxy(gate, head_timeout_s=5)
+
+
+def _exchange(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _auth(token: str) -> str:
+    return "Proxy-Authorization: Basic " + base64.b64encode(f"soong:{token}".encode()).decode()
+
+
+def test_an_allowed_http_request_is_forwarded_and_another_refused(site: Site) -> None:
+    proxy = _proxy(site)
+    try:
+        port = proxy.start().port
+        token = proxy.open_session("curl stuff")
+        ok = _exchange(port, f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert ok.startswith(b"HTTP/1.0 200") and ok.endswith(PAGE)
+        request = f"GET http://127.0.0.1:1/ HTTP/1.1\r\n{_auth(token)}\r\n\r\n"
+        no = _exchange(port, request.encode())
+        assert no.startswith(b"HTTP/1.1 403 Forbidden")
+        assert b"127.0.0.1:1 is not allowed" in no
+        (denial,) = proxy.end_session(token)
+        assert (denial.host, denial.port, denial.command) == ("127.0.0.1", 1, "curl stuff")
+    finally:
+        proxy.close()
+
+
+def test_connect_tunnels_to_an_allowed_host_only(site: Site) -> None:
+    proxy = _proxy(site)
+    try:
+        port = proxy.start().port
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(f"CONNECT 127.0.0.1:{site.port} HTTP/1.1\r\n\r\n".encode())
+            assert sock.recv(100).startswith(b"HTTP/1.1 200")
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+        assert reply.endswith(PAGE)
+        no = _exchange(port, b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")
+        assert no.startswith(b"HTTP/1.1 403")
+        (denial,) = proxy.unattributed_denials()
+        assert denial.command == UNKNOWN_COMMAND  # no token, no command running
+    finally:
+        proxy.close()
+
+
+def _socks(port: int, host: bytes, target_port: int, token: str | None) -> tuple[int, bytes]:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        if token is None:
+            sock.sendall(b"\x05\x01\x00")
+            assert sock.recv(2) == b"\x05\x00"
+        else:
+            sock.sendall(b"\x05\x02\x00\x02")
+            assert sock.recv(2) == b"\x05\x02"
+            sock.sendall(b"\x01\x05soong" + bytes([len(token)]) + token.encode())
+            assert sock.recv(2) == b"\x01\x00"
+        sock.sendall(
+            b"\x05\x01\x00\x03" + bytes([len(host)]) + host + struct.pack(">H", target_port)
+        )
+        reply = sock.recv(10)
+        if reply[1] != 0:
+            return reply[1], b""
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        body = b""
+        while chunk := sock.recv(65536):
+            body += chunk
+        return 0, body
+
+
+def test_socks5_connects_to_an_allowed_host_and_refuses_another(site: Site) -> None:
+    proxy = _proxy(site)
+    try:
+        port = proxy.start().port
+        token = proxy.open_session("git fetch")
+        code, body = _socks(port, b"127.0.0.1", site.port, None)
+        assert code == 0 and body.endswith(PAGE)
+        code, _ = _socks(port, b"example.org", 443, token)
+        assert code == 2  # connection not allowed by ruleset
+        (denial,) = proxy.end_session(token)
+        assert (denial.host, denial.command) == ("example.org", "git fetch")
+    finally:
+        proxy.close()
+
+
+def test_a_name_resolving_to_a_private_address_is_refused(site: Site) -> None:
+    proxy = _proxy(site, **{"intranet.test": ["10.1.2.3"], "public.test": ["8.8.8.8", "10.0.0.9"]})
+    try:
+        port = proxy.start().port
+        no = _exchange(port, b"GET http://intranet.test/ HTTP/1.1\r\n\r\n")
+        assert no.startswith(b"HTTP/1.1 403")
+        assert b"resolves to 10.1.2.3, a private address" in no
+        # one private answer among public ones is enough to refuse (no rebinding around it)
+        mixed = _exchange(port, b"CONNECT public.test:443 HTTP/1.1\r\n\r\n")
+        assert mixed.startswith(b"HTTP/1.1 403") and b"10.0.0.9" in mixed
+        unknown = _exchange(port, b"GET http://intranet.test.nope/ HTTP/1.1\r\n\r\n")
+        assert unknown.startswith(b"HTTP/1.1 403")  # not in the list at all
+    finally:
+        proxy.close()
+
+
+def test_bad_requests_get_an_answer_not_a_hang(site: Site) -> None:
+    proxy = _proxy(site)
+    try:
+        port = proxy.start().port
+        assert _exchange(port, b"nonsense\r\n\r\n").startswith(b"HTTP/1.1 400")
+        relative = _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert relative.startswith(b"HTTP/1.1 400") and b"absolute" in relative
+        code, _ = _socks(port, b"bad host!", 80, None)
+        assert code == 8
+    finally:
+        proxy.close()
+
+
+def test_close_leaves_no_socket_and_a_closed_proxy_does_not_start(site: Site) -> None:
+    proxy = _proxy(site)
+    address = proxy.start()
+    assert proxy.start() == address  # once
+    proxy.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", address.port), timeout=2).close()
+    with pytest.raises(RuntimeError, match="closed"):
+        proxy.start()
+
+
+def test_the_proxy_variables_name_the_proxy_and_the_token() -> None:
+    env = proxy_env(3128, "c1-abc")
+    assert env["HTTP_PROXY"] == env["https_proxy"] == "http://soong:c1-abc@127.0.0.1:3128"
+    assert env["ALL_PROXY"] == "socks5h://soong:c1-abc@127.0.0.1:3128"
+    assert env["NO_PROXY"] == ""
+    assert env["PIP_PROXY"] == env["npm_config_https_proxy"] == env["HTTP_PROXY"]
+    assert (env["GIT_CONFIG_KEY_0"], env["GIT_CONFIG_VALUE_0"]) == ("http.proxy", env["HTTP_PROXY"])
+
+
+def test_allowlist_is_the_default_network_when_tools_network_lists_anything() -> None:
+    assert SandboxConfig().command_network(NetworkConfig()) is False
+    listed = NetworkConfig(allowed_domains=["pypi.org"])
+    assert SandboxConfig().command_network(listed) == "allowlist"
+    assert SandboxConfig(network=False).command_network(listed) is False
+    assert SandboxConfig(network=True).command_network(listed) is True
+    assert SandboxConfig(network="allowlist").command_network(NetworkConfig()) == "allowlist"
