@@ -8,20 +8,31 @@ sandbox. Also the one-off costs: the start-up probe (every mechanism's trial), a
 command of each mechanism (for Landlock, the spawner thread restricting itself). A mechanism
 that does not work here is reported with the probe's cause instead of figures.
 
-    python benchmarks/bench_sandbox.py [--runs 50]
+Then the cost of the filtering proxy (SBX-4, ``sandbox.network = "allowlist"``), per mechanism:
+a command's start with the proxy (a session, the proxy variables; under bubblewrap the
+forwarder in front of the command) against without, and the throughput of a 50 MB download
+from a loopback server by curl through the proxy against curl connecting directly (target:
+at least 0.7 of direct).
+
+    python benchmarks/bench_sandbox.py [--runs 50] [--download-mb 50]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from soong_agent.adapters.netproxy import FilteringProxy
 from soong_agent.adapters.ossandbox import (
     BubblewrapSandbox,
     LandlockSandbox,
@@ -31,6 +42,7 @@ from soong_agent.adapters.ossandbox import (
     probe_host,
 )
 from soong_agent.adapters.process import SubprocessRunner
+from soong_agent.adapters.web.allowlist import NetworkAllowList
 from soong_agent.ports.ossandbox import CommandSandbox, SandboxPolicy
 from soong_agent.ports.process import ProcessResult
 
@@ -66,9 +78,115 @@ async def _timings(
     return list(zip(times, firsts, strict=True))
 
 
+@contextmanager
+def _big_file_server(size: int) -> Iterator[int]:
+    """A loopback HTTP server answering every GET with `size` bytes; yields its port."""
+    block = b"x" * 1048576
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            left = size
+            while left > 0:
+                chunk = block[: min(left, len(block))]
+                self.wfile.write(chunk)
+                left -= len(chunk)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+async def _proxy_figures(
+    working: Sequence[tuple[str, CommandSandbox]], policy: SandboxPolicy, runs: int, size_mb: int
+) -> None:
+    """Start with and without the proxy, and the download through it against direct."""
+    runner = SubprocessRunner()
+    env = {"PATH": "/usr/bin:/bin"}
+    proxied = dataclasses.replace(policy, proxy=True)
+    curl = shutil.which("curl")
+
+    async def start(argv: Sequence[str]) -> ProcessResult:
+        return await runner.run(
+            argv, cwd=policy.project, env=env, timeout_s=120, stdout_limit=1000, stderr_limit=4000
+        )
+
+    async def seconds(sandbox: CommandSandbox, chosen: SandboxPolicy, argv: list[str]) -> float:
+        began = time.perf_counter()
+        result = await sandbox.run(argv, chosen, start)
+        if result.exit_code != 0:
+            raise RuntimeError(f"{sandbox.mechanism}: {argv[0]} failed: {result.stderr}")
+        return time.perf_counter() - began
+
+    with _big_file_server(size_mb * 1048576) as port:
+        gate = NetworkAllowList(allowed_hosts=[f"127.0.0.1:{port}"], allowed_domains=[])
+        url = f"http://127.0.0.1:{port}/big"
+        print(f'filtering proxy (sandbox.network = "allowlist"), /bin/true x {runs}, median ms:')
+        downloads: list[tuple[str, float]] = []
+        for name, plain in working:
+            if name == "none":
+                continue
+            proxy = FilteringProxy(gate)
+            sandbox: CommandSandbox
+            if isinstance(plain, BubblewrapSandbox):
+                sandbox = BubblewrapSandbox(plain.binary, proxy=proxy)
+            else:
+                sandbox = LandlockSandbox(protect_agent=False, proxy=proxy)
+            try:
+                without: list[float] = []
+                with_proxy: list[float] = []
+                for index in range(WARM_UP + runs):
+                    a = await seconds(sandbox, policy, ["/bin/true"])
+                    b = await seconds(sandbox, proxied, ["/bin/true"])
+                    if index >= WARM_UP:
+                        without.append(a * 1000)
+                        with_proxy.append(b * 1000)
+                plain_ms, proxy_ms = statistics.median(without), statistics.median(with_proxy)
+                print(
+                    f"  {name:<10} without {plain_ms:6.2f}  with the proxy {proxy_ms:6.2f}"
+                    f"  (+{proxy_ms - plain_ms:.2f} ms)"
+                )
+                if curl is not None:
+                    fetch = [curl, "-sS", "--fail", "-o", "/dev/null", url]
+                    best = min([await seconds(sandbox, proxied, fetch) for _ in range(3)])
+                    downloads.append((name, best))
+            finally:
+                if isinstance(sandbox, LandlockSandbox):
+                    sandbox.close()
+                proxy.close()
+        if curl is None:
+            print("  download: skipped, curl is not installed")
+            return
+        direct = NoSandbox()
+        fetch = [curl, "-sS", "--fail", "--noproxy", "*", "-o", "/dev/null", url]
+        best_direct = min([await seconds(direct, policy, fetch) for _ in range(3)])
+        print(f"{size_mb} MB download by curl from a loopback server, best of 3:")
+        print(f"  direct     {size_mb / best_direct:8.0f} MB/s")
+        for name, best in downloads:
+            ratio = best_direct / best
+            verdict = "meets" if ratio >= 0.7 else "BELOW"
+            print(
+                f"  {name:<10} {size_mb / best:8.0f} MB/s through the proxy, {ratio:.2f} x direct"
+                f" ({verdict} the 0.7 target)"
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--download-mb", type=int, default=50)
     args = parser.parse_args()
 
     base = os.path.realpath(tempfile.mkdtemp(prefix="soong-bench-sandbox-"))
@@ -120,6 +238,7 @@ def main() -> int:
             )
             if isinstance(sandbox, LandlockSandbox):
                 sandbox.close()
+        asyncio.run(_proxy_figures(working, policy, args.runs, args.download_mb))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0

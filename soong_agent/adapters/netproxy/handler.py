@@ -222,6 +222,8 @@ async def _relay(
 ) -> None:
     """Copy both ways until both sides are done (each side's end is passed on)."""
     for stream in (writer, up_writer):
+        # a deeper write buffer: fewer pauses in drain() on a fast download
+        stream.transport.set_write_buffer_limits(high=4 * CHUNK)
         sock = stream.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             with contextlib.suppress(OSError):
