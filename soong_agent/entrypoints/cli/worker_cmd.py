@@ -56,10 +56,12 @@ def _folders(projects: tuple[str, ...]) -> tuple[str, ...]:
 
 class _Runtimes:
     """One CLI container per (project, model, permission mode, turn limit), made when first
-    needed; all of them closed at the end."""
+    needed; all of them closed at the end. Containers whose `[storage]` is the same share its
+    PostgreSQL pools (a pool closes with the last store using it)."""
 
     def __init__(self) -> None:
         self._made: dict[tuple[str, str | None, str | None, int | None], WorkerContainer] = {}
+        self._databases: dict[Any, Any] = {}  # by storage target: its `StateDatabases`
 
     def get(self, project: str, model: str | None, mode: str | None, turns: int | None) -> Any:
         from soong_agent.entrypoints.cli.overrides import Overrides
@@ -72,8 +74,21 @@ class _Runtimes:
             overrides = Overrides(model=model, permission_mode=mode, max_turns=turns)
             loaded = overrides.applied(load(project, None))
             container = WorkerContainer(loaded=loaded)
+            self._share_databases(container, loaded)
             self._made[key] = container
         return container
+
+    def _share_databases(self, container: Any, loaded: Any) -> None:
+        from dependency_injector import providers
+
+        from soong_agent.entrypoints.factories import storage_target
+
+        target = storage_target(loaded)
+        shared = self._databases.get(target)
+        if shared is None:
+            self._databases[target] = container.adapters.databases()
+        else:
+            container.adapters.databases.override(providers.Object(shared))
 
     async def close(self) -> None:
         from soong_agent.entrypoints.closing import close_all
