@@ -4,14 +4,16 @@ the words for a start that failed on one (`needs login (run: â€¦)`, `HTTP 503 â€
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import httpx2
 
-from soong_agent.adapters.mcp.auth.provider import Authorize, build_auth
+from soong_agent.adapters.mcp.auth.provider import Authorize, LoginRequired, build_auth
+from soong_agent.adapters.mcp.failures import describe
 from soong_agent.adapters.mcp.auth.store import TokenFile, token_path
 from soong_agent.adapters.mcp.state import RunEnd, ServerSlot
-from soong_agent.adapters.mcp.text import Scrubber, safe_url
+from soong_agent.adapters.mcp.text import Scrubber, one_line, safe_url
 from soong_agent.adapters.mcp.transports import ResponseHook
 
 
@@ -39,6 +41,7 @@ class ServerAccess:
         """The auth of one run of `srv` (None when it has no OAuth); its scrubber learns the
         stored token values."""
         srv.needs_login = False
+        srv.auth_error = None
         srv.http_error = None
         store = self.store(srv)
         if store is None:
@@ -48,7 +51,8 @@ class ServerAccess:
         def login_needed() -> None:
             srv.needs_login = True
 
-        return build_auth(srv.spec, store, authorize=self.authorize, on_login_needed=login_needed)
+        inner = build_auth(srv.spec, store, authorize=self.authorize, on_login_needed=login_needed)
+        return _RecordingAuth(inner, srv)
 
     def response_hook(self, srv: ServerSlot) -> ResponseHook | None:
         """Records the status of every response of the server's own endpoint."""
@@ -76,6 +80,8 @@ class ServerAccess:
         """Why a start failed when an HTTP answer says it better than the SDK's error."""
         if srv.needs_login:
             return RunEnd("error", login_hint(srv.name))
+        if srv.auth_error is not None:
+            return RunEnd("error", f"authorization failed: {srv.auth_error}")
         if srv.http_error is None:
             return None
         status, reason, bearer = srv.http_error
@@ -92,3 +98,33 @@ class ServerAccess:
                 '(its "headers" were refused, or "oauth" is false in mcp.json)',
             )
         return RunEnd("error", f"HTTP {status} {reason} from {where}")
+
+
+class _RecordingAuth(httpx2.Auth):
+    """`inner`, with the error its flow ended in kept on the slot (the SDK's transport turns it
+    into a generic failure)."""
+
+    requires_response_body = True
+
+    def __init__(self, inner: httpx2.Auth, srv: ServerSlot) -> None:
+        self._inner = inner
+        self._srv = srv
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        flow = self._inner.async_auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        except LoginRequired:
+            raise
+        except Exception as exc:
+            self._srv.auth_error = one_line(self._srv.scrub(describe(exc)), 240)
+            raise
+        finally:
+            await flow.aclose()

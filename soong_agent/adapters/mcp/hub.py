@@ -46,6 +46,7 @@ from mcp.client.session import ClientSession
 
 from soong_agent.adapters.mcp import convert, failures
 from soong_agent.adapters.mcp.access import ServerAccess
+from soong_agent.adapters.mcp.asks import AskSettings
 from soong_agent.adapters.mcp.auth.provider import Authorize
 from soong_agent.adapters.mcp.cache import DiscoveryCache
 from soong_agent.adapters.mcp.health import HealthBoard
@@ -55,12 +56,14 @@ from soong_agent.adapters.mcp.state import RestartPolicy, RunEnd, ServerSlot
 from soong_agent.adapters.mcp.text import one_line
 from soong_agent.adapters.mcp.transports import PAGE_LIMIT, our_version
 from soong_agent.ports.mcp import (
+    Elicitor,
     HealthListener,
     McpCallResult,
     McpError,
     McpResource,
     McpServerSpec,
     McpTool,
+    Sampler,
     ServerHealth,
 )
 
@@ -82,6 +85,8 @@ class SdkMcpHub:
     are kept. `clock` is the wall clock of cache entries. `auth_home` holds the OAuth token
     files of HTTP and SSE servers (`mcp-auth/`; None: no OAuth); `authorize` takes a person
     through a login a server asks for (None: such a server fails, `needs login (run: …)`).
+    A server's questions go to `elicitation` and its sampling requests to `sampling` (None:
+    declined); `roots/list` answers `roots` (none: the client does not offer roots).
     """
 
     def __init__(
@@ -97,6 +102,9 @@ class SdkMcpHub:
         clock: Callable[[], float] = time.time,
         auth_home: Path | None = None,
         authorize: Authorize | None = None,
+        elicitation: Elicitor | None = None,
+        sampling: Sampler | None = None,
+        roots: Sequence[Path] = (),
     ) -> None:
         names = [spec.name for spec in specs]
         duplicated = sorted({name for name in names if names.count(name) > 1})
@@ -114,6 +122,7 @@ class SdkMcpHub:
             stderr_lines=stderr_lines,
             client_info=types.Implementation(name="soong-agent", version=our_version()),
             access=ServerAccess(auth_home, authorize),
+            asks=AskSettings(elicitation, sampling, tuple(roots)),
         )
         install_sdk_log_filters()
 
@@ -185,6 +194,23 @@ class SdkMcpHub:
         """Whether the server announced the resources capability (live, else cached)."""
         srv = self._servers.get(server)
         return srv is not None and srv.has_resources
+
+    async def set_roots(self, roots: Sequence[Path]) -> None:
+        """Answer `roots/list` with `roots` from now on, and tell every ready server
+        (`notifications/roots/list_changed`)."""
+        self._life.asks.roots = tuple(roots)
+        for srv in self._servers.values():
+            session = srv.session
+            if session is None or srv.health.state != "ready":
+                continue
+            try:
+                await session.send_roots_list_changed()
+            except Exception as exc:
+                log.warning(
+                    "mcp server %r: roots/list_changed could not be sent: %s",
+                    srv.name,
+                    srv.scrub(failures.describe(exc)),
+                )
 
     async def call_tool(
         self, server: str, tool: str, arguments: Mapping[str, Any], *, timeout_s: float

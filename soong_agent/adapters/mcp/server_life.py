@@ -24,6 +24,7 @@ from mcp.client.session import ClientSession, IncomingMessage
 
 from soong_agent.adapters.mcp import convert, failures
 from soong_agent.adapters.mcp.access import ServerAccess
+from soong_agent.adapters.mcp.asks import AskSettings
 from soong_agent.adapters.mcp.health import HealthBoard
 from soong_agent.adapters.mcp.state import RestartPolicy, RunEnd, ServerSlot, tools_detail
 from soong_agent.adapters.mcp.stdio import ProcessWatch, exit_text, missing_command
@@ -51,9 +52,11 @@ class ServerLife:
         stderr_lines: int,
         client_info: types.Implementation,
         access: ServerAccess,
+        asks: AskSettings,
     ) -> None:
         self._board = board
         self._access = access
+        self.asks = asks
         self._startup_timeout_s = startup_timeout_s
         self._call_timeout_s = call_timeout_s
         self._restart = restart
@@ -161,6 +164,7 @@ class ServerLife:
                             write,
                             message_handler=partial(self._on_message, srv),
                             client_info=self._client_info,
+                            **self.asks.for_server(srv.name).session_callbacks(),
                         )
                     )
                     srv.phase = "initialize"

@@ -51,6 +51,8 @@ class ServerSlot:
         self.scrub = Scrubber.for_spec(spec)
         self.needs_login = False
         """The server wants an OAuth login nobody could make in this run."""
+        self.auth_error: str | None = None
+        """Why the OAuth flow of this run failed (one line, scrubbed)."""
         self.http_error: tuple[int, str, bool] | None = None
         """The last error status of the server's endpoint: (status, reason, a Bearer
         challenge came with it); None after a success."""

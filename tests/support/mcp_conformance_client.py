@@ -1,0 +1,140 @@
+"""The client the MCP conformance suite (`@modelcontextprotocol/conformance`, client mode)
+launches: `python -m tests.support.mcp_conformance_client SERVER_URL`.
+
+The suite names the scenario in `MCP_CONFORMANCE_SCENARIO` and gives what a scenario needs
+(a pre-registered client, a private key) in `MCP_CONFORMANCE_CONTEXT`. This driver goes through
+soong-agent's own client code: the server is declared as an `mcp.json` entry would be (read by
+`parse_mcp_servers`), run by `SdkMcpHub` with its OAuth token files in a temporary home, its
+tools listed and called as a run calls them. The browser's part of an authorization is played
+by `follow_redirect`: it opens the authorization URL and follows the redirect to the hub's
+loopback listener (the suite's authorization server approves at once). A server's questions are
+accepted with the form's defaults.
+
+Exit 0 when the scenario's steps ran, 1 (with the reason on stderr) when one failed; the suite
+itself judges what it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from soong_agent.adapters.mcp import SdkMcpHub, parse_mcp_servers
+from soong_agent.ports.mcp import ElicitationAnswer, ElicitationRequest, McpError
+
+SERVER = "conf"
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+TIMEOUT_S = 20.0
+
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "tools_call": ("add_numbers", {"a": 5, "b": 3}),
+    "sse-retry": ("test_reconnection", {}),
+    "elicitation-sep1034-client-defaults": ("test_client_elicitation_defaults", {}),
+}
+"""The tool each scenario wants called (an auth scenario: its server's first tool)."""
+
+
+async def follow_redirect(server: str, url: str) -> None:
+    """A browser approving at once: open `url`, follow its redirect to the loopback listener."""
+    async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+        answer = await client.get(url)
+        location = answer.headers.get("location")
+        if answer.status_code not in (301, 302, 303, 307, 308) or not location:
+            raise RuntimeError(f"the authorization server answered {answer.status_code}")
+        await client.get(location)
+
+
+async def accept_defaults(request: ElicitationRequest) -> ElicitationAnswer:
+    """Accept a form as it stands: the hub fills in the schema's defaults."""
+    return ElicitationAnswer("accept", {})
+
+
+def server_entry(
+    url: str, scenario: str, context: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The `mcp.json` entry of the scenario's server, and the environment it reads."""
+    entry: dict[str, Any] = {"url": url}
+    environ: dict[str, str] = {}
+    if not scenario.startswith("auth/"):
+        return entry, environ
+    oauth: dict[str, Any] = {}
+    if "private_key_pem" in context:
+        environ["CONFORMANCE_KEY"] = context["private_key_pem"]
+        oauth = {
+            "grant": "client_credentials",
+            "client_id": context["client_id"],
+            "private_key_env": "CONFORMANCE_KEY",
+            "token_endpoint_auth_method": "private_key_jwt",
+            "signing_algorithm": context.get("signing_algorithm", "RS256"),
+        }
+    elif scenario.startswith("auth/client-credentials"):
+        environ["CONFORMANCE_SECRET"] = context["client_secret"]
+        oauth = {
+            "grant": "client_credentials",
+            "client_id": context["client_id"],
+            "client_secret_env": "CONFORMANCE_SECRET",
+        }
+    else:
+        oauth = {"client_metadata_url": CLIENT_METADATA_URL}
+        if "client_id" in context:
+            oauth["client_id"] = context["client_id"]
+        if context.get("client_secret"):
+            environ["CONFORMANCE_SECRET"] = context["client_secret"]
+            oauth["client_secret_env"] = "CONFORMANCE_SECRET"
+    entry["oauth"] = oauth
+    return entry, environ
+
+
+async def run(url: str, scenario: str, context: dict[str, Any], home: Path) -> None:
+    entry, environ = server_entry(url, scenario, context)
+    specs = parse_mcp_servers(
+        {"mcp_servers": {SERVER: entry}}, source="conformance mcp.json", environ=environ
+    )
+    hub = SdkMcpHub(
+        specs,
+        startup_timeout_s=TIMEOUT_S,
+        auth_home=home,
+        authorize=follow_redirect,
+        elicitation=accept_defaults,
+        roots=[Path.cwd()],
+    )
+    try:
+        hub.start()
+        await hub.wait_ready(TIMEOUT_S)
+        [health] = hub.health()
+        if health.state != "ready":
+            raise RuntimeError(f"{SERVER} is {health.state}: {health.detail}")
+        tools = hub.tools()
+        name, arguments = CALLS.get(scenario, (tools[0].name if tools else "", {}))
+        if name:
+            result = await hub.call_tool(SERVER, name, arguments, timeout_s=TIMEOUT_S)
+            text = " ".join(block.text for block in result.content)
+            sys.stderr.write(f"{name}: {'error: ' if result.is_error else ''}{text}\n")
+    finally:
+        await hub.aclose()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m tests.support.mcp_conformance_client SERVER_URL\n")
+        return 2
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    with tempfile.TemporaryDirectory(prefix="soong-conformance-") as home:
+        try:
+            asyncio.run(run(argv[0], scenario, context, Path(home)))
+        except (McpError, RuntimeError) as exc:
+            sys.stderr.write(f"{scenario}: {exc}\n")
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
