@@ -74,6 +74,7 @@ def mcp_hub(
         cache_ttl_s=mcp.discovery_cache_ttl_ms / 1000,
         auth_home=loaded.home,
         authorize=authorize,
+        roots=[loaded.project],
     )
     closables.append(hub.aclose)
     return hub
