@@ -159,3 +159,45 @@ async def test_an_http_error_is_shown_with_its_status(tmp_path: Path) -> None:
             [health] = hub.health()
     assert health.state == "failed"
     assert health.detail.startswith("HTTP 401 Unauthorized from "), health.detail
+
+
+async def test_in_a_run_tokens_are_used_but_never_stored_or_shown(
+    tmp_path: Path, server: OAuthServer
+) -> None:
+    from soong_agent import AgentRuntime, ApprovalRequest
+    from soong_agent.ports.approval import Decision
+    from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    write_minimal_config(home)
+    (home / "mcp.json").write_text(json.dumps({"mcp_servers": {NAME: {"url": server.url}}}))
+    async with running_hub(home, spec(server.url), authorize=browser) as hub:  # the login
+        assert hub.health()[0].state == "ready"
+    stored = json.loads(token_file(home).read_text())["tokens"]
+    secrets = [stored["access_token"], stored["refresh_token"]]
+
+    def allow(request: ApprovalRequest) -> Decision:
+        return "allow_once"
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls((f"mcp__{NAME}__add", {"a": 20, "b": 22})),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    async with AgentRuntime(project, home, allow, model=model) as runtime:
+        run = await runtime.run("add with the tracker")
+        with anyio.fail_after(60):
+            result = await run.wait()
+        events = [e async for e in run.events()]
+    assert result.status == "completed", result.reason
+    [tool_result] = [e for e in events if e.type == "tool_result"]
+    assert not tool_result.is_error and "42" in tool_result.content
+    assert any(e["ok"] for e in server.log("mcp"))
+    kept = [p for p in home.rglob("*") if p.is_file() and p != token_file(home)]
+    for path in kept:
+        data = path.read_bytes()
+        assert not [s for s in secrets if s.encode() in data], path
+    shown = "".join(repr(e) for e in events)
+    assert not [s for s in secrets if s in shown]
