@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx2
 
 from soong_agent.adapters.mcp.auth.provider import Authorize, LoginRequired, build_auth
-from soong_agent.adapters.mcp.failures import describe
 from soong_agent.adapters.mcp.auth.store import TokenFile, token_path
+from soong_agent.adapters.mcp.failures import describe
 from soong_agent.adapters.mcp.state import RunEnd, ServerSlot
 from soong_agent.adapters.mcp.text import Scrubber, one_line, safe_url
 from soong_agent.adapters.mcp.transports import ResponseHook
