@@ -22,6 +22,7 @@ the real adapter (tests/contract):
     ApprovalStore   InMemoryApprovalStore
     BackgroundProcess  ScriptedBackground (what ScriptedProcessRunner.start returns)
     WorkTreeSnapshots  InMemorySnapshots (over an InMemoryFileSystem)
+    Telemetry       RecordingTelemetry
 
 Example:
     model = ScriptedModel([
@@ -68,6 +69,7 @@ from soong_agent.adapters.inmemory.shell import SimpleShellAnalyzer
 from soong_agent.adapters.inmemory.skills import InMemorySkillSource
 from soong_agent.adapters.inmemory.snapshots import InMemorySnapshots
 from soong_agent.adapters.inmemory.tasks import InMemoryTaskLog
+from soong_agent.adapters.inmemory.telemetry import RecordingTelemetry
 from soong_agent.adapters.inmemory.tokens import ApproxTokenCounter
 from soong_agent.adapters.inmemory.web import ScriptedPage, ScriptedWebFetcher
 from soong_agent.adapters.inmemory.worktrees import InMemoryWorktrees
@@ -95,6 +97,7 @@ __all__ = [
     "RecordingApprover",
     "RecordingCommandSandbox",
     "RecordingEventSink",
+    "RecordingTelemetry",
     "SandboxCall",
     "ScriptedBackground",
     "ScriptedMcpHub",

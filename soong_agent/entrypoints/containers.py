@@ -120,6 +120,9 @@ class Adapters(containers.DeclarativeContainer):
         factories.hook_pipeline, loaded, process_runner, closables, command_runner
     )
     mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
+    given_telemetry: providers.Provider[Any] = providers.Object(None)
+    """An application's own OpenTelemetry providers (`AgentRuntime(tracer_provider=…)`)."""
+    telemetry = providers.Singleton(factories.telemetry, loaded, closables, given_telemetry)
     knowledge = providers.Singleton(factories.knowledge, loaded, redactor)
     agent_source = providers.Singleton(factories.agent_source, loaded)
     storage_target = providers.Singleton(factories.storage_target, loaded)
@@ -198,6 +201,7 @@ class Services(containers.DeclarativeContainer):
         plan_modes=plan_modes,
         snapshots=adapters.snapshots,
         background=adapters.background,
+        telemetry=adapters.telemetry,
     )
     policies = providers.Singleton(factories.run_policies, loaded, adapters.main_profile)
     assembler = providers.Singleton(

@@ -149,6 +149,11 @@ class AgentRuntime(QueueMethods):
         model, session_store, clock, ids: replace the configured adapters (tests, custom
             providers); `compact_model` (default: `model` when given) writes compaction
             summaries.
+        tracer_provider, meter_provider: an application's own OpenTelemetry providers
+            (OBS-1): the runtime's spans and metrics go through them, its runs' spans inside
+            the application's current span; they are used even with `[telemetry] enabled =
+            false` (then only they are: nothing of the runtime's own is exported), and the
+            application flushes and shuts them down.
 
     Raises:
         ConfigError: `config.toml` is missing or invalid.
@@ -169,6 +174,8 @@ class AgentRuntime(QueueMethods):
         session_store: SessionStore | None = None,
         clock: Clock | None = None,
         ids: IdGenerator | None = None,
+        tracer_provider: Any = None,
+        meter_provider: Any = None,
     ) -> None:
         from soong_agent.entrypoints.containers import SdkContainer
         from soong_agent.entrypoints.di import providers
@@ -194,6 +201,8 @@ class AgentRuntime(QueueMethods):
         for provider, value in replacements:
             if value is not None:
                 provider.override(providers.Object(value))
+        if tracer_provider is not None or meter_provider is not None:
+            adapters.given_telemetry.override(providers.Object((tracer_provider, meter_provider)))
         self._container: SdkContainer = container
         self._own_model = model is None  # the config's main profile says what it can see
         self._runs: list[Run] = []

@@ -53,6 +53,7 @@ from soong_agent.adapters.system.clock import RandomIds, SystemClock
 from soong_agent.adapters.system.context_source import FileContextSource
 from soong_agent.adapters.system.secrets import EnvSecretSource
 from soong_agent.adapters.tasks import FileTaskLog
+from soong_agent.adapters.telemetry import OtelTelemetry
 from soong_agent.adapters.tokens.o200k import O200kTokenCounter
 from soong_agent.adapters.web.fetcher import HttpxWebFetcher
 from soong_agent.adapters.worktrees import GitWorktrees
@@ -154,6 +155,9 @@ PORTS: dict[str, Coverage] = {
     ),
     "WorkTreeSnapshots": Coverage(
         testing.InMemorySnapshots, (GitSnapshots,), "test_snapshots_contract.py"
+    ),
+    "Telemetry": Coverage(
+        testing.RecordingTelemetry, (OtelTelemetry,), "test_telemetry_contract.py"
     ),
 }
 

@@ -169,6 +169,8 @@ def test_run_imports_only_what_its_first_request_needs(tmp_path: Path) -> None:
             "soong_agent.application.tools.team",  # (the lead's tools: ditto)
             "soong_agent.ports.mailbox",
             "yaml",  # until a skill, agent or memory file is parsed (not by dependency-injector)
+            "opentelemetry",  # only with [telemetry] enabled (OBS-1)
+            "soong_agent.adapters.telemetry",
         )
         == []
     )

@@ -1291,6 +1291,54 @@ ROWS: list[Row] = [
         None,
         90.0,
     ),
+    # [telemetry]
+    Effect(
+        "telemetry.enabled",
+        at("telemetry.enabled", True),
+        built(lambda c: type(c.adapters.telemetry()).__name__),
+        "NoneType",
+        "OtelTelemetry",
+    ),
+    Effect(
+        "telemetry.endpoint",
+        {"telemetry": {"enabled": True, "endpoint": "http://collector.example:4318"}},
+        built(lambda c: c.adapters.telemetry().export.traces_endpoint),
+        "http://localhost:4318/v1/traces",
+        "http://collector.example:4318/v1/traces",
+        base=at("telemetry.enabled", True),
+    ),
+    Effect(
+        "telemetry.protocol",
+        {"telemetry": {"enabled": True, "protocol": "grpc"}},
+        built(lambda c: c.adapters.telemetry().export.protocol),
+        "http/protobuf",
+        "grpc",
+        base=at("telemetry.enabled", True),
+    ),
+    Effect(
+        "telemetry.service_name",
+        {"telemetry": {"enabled": True, "service_name": "billing-agents"}},
+        built(lambda c: c.adapters.telemetry().export.resource["service.name"]),
+        "soong-agent",
+        "billing-agents",
+        base=at("telemetry.enabled", True),
+    ),
+    Effect(
+        "telemetry.resource_attributes",
+        {"telemetry": {"enabled": True, "resource_attributes": {"deployment.environment": "prod"}}},
+        built(lambda c: c.adapters.telemetry().export.resource.get("deployment.environment")),
+        None,
+        "prod",
+        base=at("telemetry.enabled", True),
+    ),
+    Effect(
+        "telemetry.record_content",
+        {"telemetry": {"enabled": True, "record_content": True}},
+        built(lambda c: c.adapters.telemetry().record_content),
+        False,
+        True,
+        base=at("telemetry.enabled", True),
+    ),
     # keys that are not settings
     *(
         Refused(key, at(key, 1), "the task board's settings live in [task]")

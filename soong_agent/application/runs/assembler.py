@@ -368,6 +368,7 @@ class RunAssembler:
             run_info=run_info,
             history=history,
             redactor=ports.redactor,
+            telemetry=ports.telemetry,
         )
 
     def _hooks(self, spec: RunSpec, who: HookContext) -> RunHooks | None:

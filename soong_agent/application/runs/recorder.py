@@ -15,7 +15,7 @@ model of a later run sees the placeholder, which is intended.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from soong_agent.application.runs.batch_writer import GroupCommitWriter
@@ -44,6 +44,7 @@ from soong_agent.ports.messages import Message
 from soong_agent.ports.secrets import SecretRedactor
 from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo, SessionStore, TurnCommit
 from soong_agent.ports.system import Clock, IdGenerator
+from soong_agent.ports.telemetry import Telemetry
 
 _STREAMED = (TextDeltaEvent, ThinkingDeltaEvent)
 _FIELDS_SET: dict[tuple[Any, ...], set[str]] = {}
@@ -81,9 +82,12 @@ class RunRecorder:
         run_info: RunInfo,
         history: list[Message],
         redactor: SecretRedactor | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._run = run
-        self._emit = run.emit
+        self._emit: Callable[[RunEvent], None] = run.emit  # with telemetry (OBS-1), its
+        if telemetry is not None:  # observer sees each event as well
+            self._emit = _to_both(run.emit, telemetry.observer(session.id, run_info.id).emit)
         self._now = clock.now
         self._store = store
         self._clock = clock
@@ -280,3 +284,16 @@ class RunRecorder:
         )
         self._messages, self._events = [], []
         return batch
+
+
+def _to_both(
+    first: Callable[[RunEvent], None], second: Callable[[RunEvent], None]
+) -> Callable[[RunEvent], None]:
+    """Publish to the run's handle, then to an observer (telemetry, OBS-1), which sees each
+    event as published: scrubbed of secrets."""
+
+    def emit(event: RunEvent) -> None:
+        first(event)
+        second(event)
+
+    return emit

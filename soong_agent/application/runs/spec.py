@@ -34,6 +34,7 @@ from soong_agent.ports.skills import SkillSource
 from soong_agent.ports.snapshots import WorkTreeSnapshots
 from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.system import Clock, IdGenerator, TokenCounter
+from soong_agent.ports.telemetry import Telemetry
 
 __all__ = ["RunPolicies", "RunPorts", "RunSpec"]
 
@@ -69,6 +70,9 @@ class RunPorts:
     not kept (a rewind lists them as not restorable)."""
     background: BackgroundCommands | None = None
     """The runtime's background commands (BG-1): their ends are told before the next request."""
+    telemetry: Telemetry | None = None
+    """Traces and metrics of runs (OBS-1): it watches every event a run publishes; None (off:
+    the default) costs nothing."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from soong_agent.domain.config.section import Section, defaults
 from soong_agent.domain.config.storage_section import StorageConfig, WorkersConfig
+from soong_agent.domain.config.telemetry_section import TelemetryConfig
 from soong_agent.domain.config.tool_sections import (
     DEFAULT_SENSITIVE_PATHS,
     HooksConfig,
@@ -305,6 +306,7 @@ class SoongConfig(Section):
     sandbox: SandboxConfig = Field(default_factory=defaults(SandboxConfig))
     storage: StorageConfig = Field(default_factory=defaults(StorageConfig))
     workers: WorkersConfig = Field(default_factory=defaults(WorkersConfig))
+    telemetry: TelemetryConfig = Field(default_factory=defaults(TelemetryConfig))
 
     @model_validator(mode="after")
     def _one_sqlite_file(self) -> SoongConfig:

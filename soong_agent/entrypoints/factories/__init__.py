@@ -57,6 +57,7 @@ from soong_agent.entrypoints.factories.stores import (
     worker_settings,
     worktrees,
 )
+from soong_agent.entrypoints.factories.telemetry import telemetry
 from soong_agent.entrypoints.factories.tools import (
     ACTIVE_PLAN_LINES,
     ToolCatalog,
@@ -112,6 +113,7 @@ __all__ = [
     "task_board_reader",
     "task_log",
     "team_service",
+    "telemetry",
     "token_counter",
     "tool_catalog",
     "web_fetcher",
