@@ -274,6 +274,7 @@ class Services(containers.DeclarativeContainer):
         adapters.mailbox,
         adapters.task_log,
         adapters.worktrees,
+        child_queue,
     )
     run_service = providers.Singleton(
         RunService,

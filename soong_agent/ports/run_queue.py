@@ -28,9 +28,9 @@ ENDED: frozenset[str] = frozenset({"completed", "failed", "cancelled", "interrup
 
 @dataclass(frozen=True, slots=True)
 class Dispatched:
-    """A queued run that an orchestrator's `dispatch_worker` handed to the queue (AGT-4,
-    WORK-1): a worker of one of its pools, run by whichever worker process claims it, linked to
-    the orchestrator's run as an in-process worker would be."""
+    """A queued run that an orchestrator handed to the queue (AGT-4, TEAM-1, WORK-1): a worker
+    of one of its pools (`dispatch_worker`) or a run of one of its teammates, run by whichever
+    worker process claims it, linked to the orchestrator's run as an in-process one would be."""
 
     parent_session_id: str
     parent_run_id: str
@@ -46,6 +46,9 @@ class Dispatched:
     depth: int = 1
     allowed_tools: tuple[str, ...] | None = None
     """The pool entry's cap on the definition's tools (None: no cap)."""
+    kind: str = "worker"
+    """``worker`` (a pool worker: `pool` and `worker` name it) or ``teammate`` (a member of the
+    orchestrator's team: `worker` is its name, `parent_session_id` the team)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,3 +143,58 @@ def test_an_orchestrators_workers_are_queued_runs_that_one_worker_process_serves
     assert child["parent_session_id"] == lead
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=WAIT_S) == 0
+
+
+def test_a_queued_leads_teammate_runs_are_queued_runs_and_the_lead_ends_after_them(
+    world: CliWorld, workers: list[subprocess.Popen[str]]
+) -> None:
+    server = world.server
+    assert isinstance(server, RoutedOpenAIServer)
+    spawn = {"definition": "default_worker_agent", "name": "alice", "prompt": "alice: say hi"}
+    server.route(
+        "alice: say hi",
+        tool_call_response(
+            [call("c1", "send_message", to="lead", body="hi lead, alice here")],
+            prompt_tokens=100,
+            completion_tokens=10,
+        ),
+        text_response("said hi", prompt_tokens=100, completion_tokens=10),
+    )
+    server.route(
+        "start the team",
+        tool_call_response([("c2", "spawn_teammate", json.dumps(spawn))]),
+        text_response("team started"),
+    )
+    done = world.run("run", "--detach", "--orchestrator", "start the team")
+    assert done.returncode == 0, done.stderr
+    ids = dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
+    lead, run = ids["session"], ids["run"]
+    worker = subprocess.Popen(
+        [str(CLI), "worker", "--project", str(world.project), "--id", "solo", "--concurrency", "1"],
+        env=world.env,
+        cwd=world.project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    workers.append(worker)
+    waited = world.run("runs", "wait", run, "--timeout", str(WAIT_S))
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    # as `run --orchestrator` does, the lead's run ended after its teammate's work was done
+    assert server.served["alice: say hi"] == 2
+    rows = [
+        json.loads(line) for line in world.run("runs", "list", "-o", "json").stdout.splitlines()
+    ]
+    assert {r["status"] for r in rows} == {"completed"}, rows
+    alices = [r for r in rows if r["run_id"] != run]
+    assert len(alices) == 1 and "alice: say hi" in alices[0]["message"]
+    assert alices[0]["worker"] == "solo"
+    shown = world.run("team", "show", lead)
+    assert shown.returncode == 0, shown.stderr
+    assert "alice (default_worker_agent): idle" in shown.stdout
+    assert "$0.2400" in shown.stdout  # alice's two calls, counted in the lead's team
+    assert "lead: 1 unread mail" in shown.stdout
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=WAIT_S) == 0

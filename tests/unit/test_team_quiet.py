@@ -95,7 +95,7 @@ def runs(service: TeamService, monkeypatch: pytest.MonkeyPatch) -> list[tuple[st
     async def run(team: Any, member: Member, message: str) -> None:
         seen.append((member.name, message))
 
-    monkeypatch.setattr(service._members, "_run", run)
+    monkeypatch.setattr(service.members, "_run", run)
     return seen
 
 

@@ -268,3 +268,37 @@ async def test_a_run_waiting_for_an_approval_holds_no_slot() -> None:
     await until(first_done)
     stop.set()
     assert (await asyncio.wait_for(serving, WAIT_S)).finished == {"completed": 2}
+
+
+async def test_what_follows_a_run_holds_no_slot_and_its_end_is_recorded_after_it() -> None:
+    """A lead's run ended; its teammates still work (`after`): the run stays running in the
+    queue until they are done, and the worker's only slot serves another run meanwhile."""
+    queue, runs, clock = InMemoryRunQueue(), Runs(), FixedClock()
+    await queue.submit(queued(1))
+    await queue.submit(queued(2))
+    teammates_done = asyncio.Event()
+    followed: list[str] = []
+
+    async def after(lease: Lease, run: Run) -> None:
+        followed.append(lease.run.id)
+        if lease.run.id == "run_0001":
+            await teammates_done.wait()
+
+    worker = Worker(queue, runs.start, clock, settings(concurrency=1), after=after)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+
+    async def second_done() -> bool:
+        return await status_of(queue, "run_0002") == "completed"
+
+    await until(second_done)
+    assert await status_of(queue, "run_0001") == "running"  # its teammates are not done
+    teammates_done.set()
+
+    async def first_done() -> bool:
+        return await status_of(queue, "run_0001") == "completed"
+
+    await until(first_done)
+    stop.set()
+    assert (await asyncio.wait_for(serving, WAIT_S)).finished == {"completed": 2}
+    assert sorted(followed) == ["run_0001", "run_0002"]

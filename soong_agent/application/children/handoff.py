@@ -38,6 +38,8 @@ class Handoff:
     """What is left of the orchestrator's budgets, within the worker's and its pool's."""
     allowed_tools: tuple[str, ...] | None
     project_dir: str
+    session_id: str | None = None
+    """The session the run continues or starts (a teammate's); None: a new one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +58,12 @@ class ChildQueue(Protocol):
         ...
 
     async def outcome(
-        self, handed: HandedOff, *, timeout_s: float, cancel_s: float
+        self, handed: HandedOff, *, timeout_s: float, cancel_s: float, park: bool = True
     ) -> tuple[RunResult, bool]:
         """Wait for the run to end and return how it ended, and whether it was cancelled for
         taking longer than `timeout_s` (its holder then has `cancel_s` to end it). A waiter
-        cancelled meanwhile asks for the run's cancellation before it re-raises."""
+        cancelled meanwhile asks for the run's cancellation before it re-raises. `park`: the
+        current run waits meanwhile (`runs.parking`)."""
         ...
 
 

@@ -7,10 +7,17 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
+from soong_agent.application.children.handoff import ChildQueue, Handoff
+from soong_agent.application.hooks import RunHooks
 from soong_agent.application.runs.assembler import RunAssembler, RunSpec
 from soong_agent.application.runs.handle import RunResult
-from soong_agent.application.runs.lineage import Lineage
+from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.runs.starter import RunStarter, wait_bounded
+from soong_agent.application.teams.member_runs import (
+    member_finished,
+    member_lineage,
+    read_by_run,
+)
 from soong_agent.application.teams.roster import (
     Member,
     Team,
@@ -19,21 +26,30 @@ from soong_agent.application.teams.roster import (
     set_status,
 )
 from soong_agent.application.teams.seat import Seat, TeamActions, render_mails
+from soong_agent.domain.run_limits import RunLimits
 from soong_agent.domain.tasks.state import TaskState, fold
-from soong_agent.domain.usage import cost_usd
-from soong_agent.ports.errors import SoongAgentError
-from soong_agent.ports.events import ChildFinished, ErrorEvent, MemberStatus, TeamChanged
+from soong_agent.ports.errors import SoongAgentError, UsageError
+from soong_agent.ports.events import (
+    ChildStarted,
+    ErrorEvent,
+    MemberStatus,
+    TeamChanged,
+)
 from soong_agent.ports.mailbox import Mail, Mailbox
 from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.system import Clock, IdGenerator
 from soong_agent.ports.tasks import StepReleased, TaskLog
 from soong_agent.ports.worktrees import Worktrees
 
-__all__ = ["MemberLoops", "MemberSetup", "task_state"]
+__all__ = ["MemberLoops", "MemberSetup", "SeatOf", "task_state"]
 
 MemberSetup = Callable[[str, str | None], tuple[RunAssembler, RunSpec]]
 """How a member of a role (an agent definition) is put together, working in a worktree (its
 path) or in the project (None)."""
+
+
+SeatOf = Callable[[RunRecorder, RunHooks | None], Seat]
+"""How a member's run takes its seat."""
 
 
 async def task_state(tasks: TaskLog, team_id: str, task: str) -> TaskState | None:
@@ -61,6 +77,7 @@ class MemberLoops:
         limits: TeamLimits,
         worktrees: Worktrees | None,
         actions: TeamActions,
+        queue: ChildQueue | None = None,
     ) -> None:
         self._store = store
         self._mailbox = mailbox
@@ -72,6 +89,8 @@ class MemberLoops:
         self._limits = limits
         self._worktrees = worktrees
         self._actions = actions
+        self._queue = queue
+        """Where members' runs are queued for any worker process (None: run here)."""
 
     def start(self, team: Team, name: str) -> None:
         """Start the member's loop (unless it runs already)."""
@@ -201,9 +220,24 @@ class MemberLoops:
             if team.members[member.name].status != "stopped":
                 await set_status(self._store, team, member, status, now_step)
 
+    def member_run(self, team: Team, name: str) -> tuple[RunAssembler, RunSpec, SeatOf]:
+        """How a run of the member is put together: its role's assembler and spec (in its
+        worktree, if it has one) and its seat. UsageError for a name not in the roster."""
+        member = team.members.get(name)
+        if member is None:
+            raise UsageError(f"no teammate {name!r} in the team of session {team.id}")
+        assembler, spec = self._setup(member.role, member.worktree)
+        return (
+            assembler,
+            spec,
+            lambda rec, _hooks: Seat(self._actions, self._mailbox, team, name, rec),
+        )
+
     async def _run(self, team: Team, member: Member, message: str) -> RunResult | None:
         """One run of the member's session through the starter, bounded; None when it did
         not end on its own."""
+        if self._queue is not None:
+            return await self._queued(self._queue, team, member, message)
         assembler, spec = self._setup(member.role, member.worktree)
         store, starter = self._store, self._starter
         session = await store.get_session(member.session_id)
@@ -220,7 +254,7 @@ class MemberLoops:
         prepared = await starter.prepare(
             assembler,
             spec,
-            _lineage(team, member, lead.run_info.id if lead is not None else ""),
+            member_lineage(team, member, lead.run_info.id if lead is not None else ""),
             session=session,
             message=message,
             history=history,
@@ -244,26 +278,41 @@ class MemberLoops:
         if not task.done() or task.cancelled():
             return None
         result = task.result()
+        member_finished(team, member, prepared.run_info.id, result, spec)
+        return result
+
+    async def _queued(
+        self, queue: ChildQueue, team: Team, member: Member, message: str
+    ) -> RunResult | None:
+        """The member's run queued for any worker process (WORK-1); what the run read and
+        sent that changes the member's state here (a shutdown asked, a plan approved or asked
+        for) is taken from the mailbox once it ended."""
+        _, spec = self._setup(member.role, member.worktree)
         lead = team.lead_running()
-        if lead is not None:
-            lead.event(
-                ChildFinished,
-                kind="teammate",
-                agent=member.role,
-                child_session_id=session.id,
-                child_run_id=prepared.run_info.id,
-                parent_call_id="",
-                status=result.status,
-                reason=result.reason,
-                turns=result.turns,
-                usage=result.usage,
-                cost_usd=(
-                    result.cost_usd
-                    if result.cost_usd is not None
-                    else cost_usd(result.usage, spec.settings.price)
-                ),
-                worker=member.name,
+        lineage = member_lineage(team, member, lead.run_info.id if lead is not None else "")
+        seen = await asyncio.to_thread(self._mailbox.inbox, team.id, member.name)
+        before, began = max((m.seq for m in seen), default=0), self._clock.now()
+        handoff = Handoff(
+            lineage, message, RunLimits(), None, team.project_dir, session_id=member.session_id
+        )
+        handed = await queue.hand_off(handoff)
+        if member.runs == 0 and lead is not None:
+            link = lineage.started_fields(
+                child_session_id=member.session_id,
+                child_run_id=handed.run_id,
+                task=message,
+                model=spec.settings.model_label,
             )
+            lead.event(ChildStarted, **link)
+        member.runs += 1
+        limits = self._limits
+        result, timed_out = await queue.outcome(
+            handed, timeout_s=limits.run_timeout_s, cancel_s=limits.cancel_timeout_s, park=False
+        )
+        await read_by_run(self._mailbox, team, member.name, before, began)
+        if timed_out:
+            return None
+        member_finished(team, member, handed.run_id, result, spec)
         return result
 
     async def _stop(self, team: Team, member: Member, request: Mail, mails: list[Mail]) -> None:
@@ -307,21 +356,3 @@ class MemberLoops:
             await team.lead_hooks.subagent_stop(
                 lead, agent_id=member.role, reason="stopped", session=member.session_id
             )
-
-
-def _lineage(team: Team, member: Member, lead_run_id: str) -> Lineage:
-    """What a member's run is: a teammate of the lead's run, bound by the lead's restrictions
-    (its mode, and its session's plan mode)."""
-    return Lineage(
-        kind="teammate",
-        agent=member.role,
-        depth=1,
-        parent_session_id=team.id,
-        parent_run_id=lead_run_id,
-        parent_call_id="",
-        parent_mode=team.lead_mode,
-        label=f"teammate {member.name}",
-        worker=member.name,
-        task_session_id=team.id,
-        actor=member.name,
-    )

@@ -9,8 +9,10 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+from soong_agent.application.children.handoff import ChildQueue
 from soong_agent.application.children.launcher import ORCHESTRATOR_MARK
 from soong_agent.application.hooks import RunHooks
+from soong_agent.application.runs.parking import parked
 from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.application.runs.starter import RunStarter
 from soong_agent.application.teams.handoff import hand_off
@@ -71,6 +73,7 @@ class TeamService:
         worktrees: Worktrees | None = None,
         artifacts: ArtifactStore | None = None,
         starter: RunStarter | None = None,
+        queue: ChildQueue | None = None,
     ) -> None:
         self._store = store
         self._starter = starter or RunStarter(clock=clock, ids=ids)
@@ -83,7 +86,7 @@ class TeamService:
         self._worktrees = worktrees
         self._artifacts = artifacts
         self._teams: dict[str, Team] = {}
-        self._members = MemberLoops(
+        self.members = MemberLoops(
             store=store,
             mailbox=mailbox,
             tasks=tasks,
@@ -94,6 +97,7 @@ class TeamService:
             limits=limits,
             worktrees=worktrees,
             actions=self,
+            queue=queue,  # members' runs queued for any worker process (WORK-1)
         )
 
     # --- the lead's side ---------------------------------------------------------------------
@@ -122,8 +126,17 @@ class TeamService:
             team.members[member.name] = member
         for member in team.members.values():
             if member.status != "stopped":
-                self._members.start(team, member.name)
+                self.members.start(team, member.name)
         return list(team.members.values())
+
+    async def attach(self, team_id: str, project_dir: str) -> Team:
+        """The team as its stored roster says (read again while no loop of it runs here): the
+        team of a member's run that the lead's process queued for this one (WORK-1)."""
+        team = self._team(team_id, project_dir)
+        if not team.loops:
+            for member in roster_from_mark(await self._store.get_mark(team_id, ROSTER_MARK)):
+                team.members[member.name] = member
+        return team
 
     def roster(self, team_id: str) -> list[Member]:
         team = self._teams.get(team_id)
@@ -135,11 +148,9 @@ class TeamService:
 
     async def quiet(self, team_id: str) -> bool:
         """Every member that has not stopped is idle or waiting for an approval, asleep, not
-        woken, with no unread mail, and no mail is on its way: nothing is left to do.
-
-        The inboxes are read only when everything else already looks quiet; a member found
-        with unread mail (one sent from another process, say) is woken and the team is not
-        quiet."""
+        woken, with no unread mail, and no mail is on its way: nothing is left to do. The
+        inboxes are read only when everything else already looks quiet; a member found with
+        unread mail (one sent from another process, say) is woken and the team is not quiet."""
         team = self._teams.get(team_id)
         return team is None or await self._quiet(team)
 
@@ -165,15 +176,19 @@ class TeamService:
     def _with_unread(self, team_id: str, names: Sequence[str]) -> list[str]:
         return [name for name in names if self._mailbox.unread(team_id, name)]
 
-    async def close(self) -> None:
-        """Stop every member loop (their runs are cancelled; sessions stay resumable)."""
-        loops = [task for team in self._teams.values() for task in team.loops.values()]
+    async def close(self, team_id: str | None = None) -> None:
+        """Stop every member loop (of `team_id` only, when given): their runs are cancelled;
+        sessions stay resumable."""
+        teams = [t for t in self._teams.values() if team_id in (None, t.id)]
+        loops = [task for team in teams for task in team.loops.values()]
         for task in loops:
             task.cancel()
         if loops:
             await asyncio.wait(loops, timeout=self.limits.cancel_timeout_s)
-        for team in self._teams.values():
+        for team in teams:
             team.loops.clear()
+            if team_id is not None:
+                self._teams.pop(team.id, None)
 
     async def mail(
         self,
@@ -257,7 +272,7 @@ class TeamService:
             self._unreserve(team, name)
             raise
         announce(team, member, "joined the team")
-        self._members.start(team, name)
+        self.members.start(team, name)
         where = f", working in {worktree.path}" if worktree is not None else ""
         return ToolOutput(
             f"teammate {name} ({definition}) joined the team{where}; session {member.session_id}"
@@ -339,7 +354,7 @@ class TeamService:
             left = deadline - self._clock.monotonic()
             if left <= 0:
                 return ToolOutput("No mail yet (timed out).\n" + status_text(team))
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(TimeoutError), parked():  # no worker slot held meanwhile
                 await asyncio.wait_for(team.lead_wake.wait(), timeout=min(left, 0.2))
 
     async def worktree_action(self, team: Team, action: str, name: str, message: str) -> ToolOutput:

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from contextvars import ContextVar
 
+from soong_agent.application.runs.parking import PARKED, parked
 from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview, review_by_decision
 from soong_agent.ports.approval_store import ApprovalNotFound, ApprovalStore, PendingApproval
 from soong_agent.ports.run_queue import QueuedRun
@@ -30,9 +30,6 @@ __all__ = ["PARKED", "QUEUED_RUN", "DurableApprover", "close_left_over"]
 
 QUEUED_RUN: ContextVar[QueuedRun | None] = ContextVar("soong_agent_queued_run", default=None)
 """The queued run the current task belongs to (set by the worker; None elsewhere)."""
-PARKED: ContextVar[Callable[[bool], None] | None] = ContextVar("soong_agent_parked", default=None)
-"""Told True while the current run waits for an answer, False when it goes on: its worker
-does not count a waiting run against its concurrency (set by the worker; None elsewhere)."""
 
 
 class DurableApprover:
@@ -91,14 +88,8 @@ class DurableApprover:
                 call_id=request.call_id,
             )
         )
-        parked = PARKED.get()
-        if parked is not None:
-            parked(True)
-        try:
+        with parked():
             answered = await self._store.wait_answered(asked.id, self._timeout_s)
-        finally:
-            if parked is not None:
-                parked(False)
         if answered is None or answered.pending:
             answered = await self._store.expire(asked.id, now=self._clock.now())
         return answered.decision or "deny"

@@ -13,7 +13,7 @@ import contextlib
 
 from soong_agent.application.children.handoff import HandedOff, Handoff
 from soong_agent.application.runs.handle import RunResult
-from soong_agent.application.workers.approvals import PARKED
+from soong_agent.application.runs.parking import parked
 from soong_agent.application.workers.queued import attempts_of, spent_by, submit_run
 from soong_agent.ports.errors import SoongAgentError
 from soong_agent.ports.event_base import RunStatus
@@ -58,6 +58,7 @@ class QueueHandoff:
             task_session_id=lineage.task_session_id or lineage.parent_session_id or "",
             depth=lineage.depth,
             allowed_tools=handoff.allowed_tools,
+            kind=lineage.kind,
         )
         options = RunOptions(
             max_cost_usd=limits.max_cost_usd,
@@ -65,6 +66,18 @@ class QueueHandoff:
             max_wall_ms=limits.max_wall_ms,
             dispatched=origin,
         )
+        if handoff.session_id is not None:  # a teammate's session, made by its first run
+            queued = await self._queue.submit(
+                QueuedRun(
+                    id=self._ids.new_id("run"),
+                    session_id=handoff.session_id,
+                    project_dir=handoff.project_dir,
+                    message=handoff.task,
+                    options=options,
+                    submitted_at=self._clock.now(),
+                )
+            )
+            return HandedOff(queued.session_id, queued.id)
         queued = await submit_run(
             self._queue,
             self._store,
@@ -77,23 +90,19 @@ class QueueHandoff:
         return HandedOff(queued.session_id, queued.id)
 
     async def outcome(
-        self, handed: HandedOff, *, timeout_s: float, cancel_s: float
+        self, handed: HandedOff, *, timeout_s: float, cancel_s: float, park: bool = True
     ) -> tuple[RunResult, bool]:
-        parked = PARKED.get()
-        if parked is not None:
-            parked(True)  # waiting holds no slot: this process may run the worker itself
-        try:
-            ended = await self._ended(handed.run_id, timeout_s)
-            timed_out = ended is None
-            if ended is None:
-                ended = await self._cancelled(handed.run_id, cancel_s)
-        except asyncio.CancelledError:
-            with contextlib.suppress(SoongAgentError):  # the queue is away: its lease ends it
-                await asyncio.shield(self._queue.cancel(handed.run_id, now=self._clock.now()))
-            raise
-        finally:
-            if parked is not None:
-                parked(False)
+        # waiting holds no slot (`park`): this process may run the worker itself
+        with parked() if park else contextlib.nullcontext():
+            try:
+                ended = await self._ended(handed.run_id, timeout_s)
+                timed_out = ended is None
+                if ended is None:
+                    ended = await self._cancelled(handed.run_id, cancel_s)
+            except asyncio.CancelledError:
+                with contextlib.suppress(SoongAgentError):  # the queue is away: its lease ends it
+                    await asyncio.shield(self._queue.cancel(handed.run_id, now=self._clock.now()))
+                raise
         return await self._result(handed, ended), timed_out
 
     async def _ended(self, run_id: str, timeout_s: float) -> QueuedRun | None:

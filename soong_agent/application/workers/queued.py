@@ -14,19 +14,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import get_args
+from typing import Any, get_args
 
+from soong_agent.application.runs.assembler import RunAssembler, RunSpec
 from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.lineage import Lineage
 from soong_agent.application.runs.resume import session_path
 from soong_agent.application.runs.service import RunService
 from soong_agent.application.runs.starter import Assigned
+from soong_agent.application.teams.members import SeatOf
 from soong_agent.application.workers.approvals import QUEUED_RUN
 from soong_agent.application.workers.worker import AlreadyEnded
 from soong_agent.domain.permissions import PermissionMode, SessionGrants
 from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import UsageError
-from soong_agent.ports.events import UsageEvent
+from soong_agent.ports.events import TeamChanged, UsageEvent
 from soong_agent.ports.messages import Message
 from soong_agent.ports.run_queue import Dispatched, Lease, QueuedRun, RunOptions, RunQueue
 from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo, SessionStore
@@ -174,46 +176,29 @@ async def _dispatched(
     limits: RunLimits | None,
     assigned: Assigned,
 ) -> Run:
-    """Start a pool worker an orchestrator queued (see `application.children.handoff`): its
-    pool entry's agent and tool cap, held to the orchestrator's mode and budgets, linked to the
-    orchestrator's run; a takeover continues its session."""
-    children = service.children
-    if children is None:
-        raise UsageError("this runtime has no worker pools to run a dispatched worker with")
-    assembler, spec = children.setup(origin.agent, origin.allowed_tools)
-    if limits is not None:
-        within = spec.settings.limits.within(limits)
-        spec = dataclasses.replace(spec, settings=dataclasses.replace(spec.settings, limits=within))
-    lineage = Lineage(
-        kind="worker",
-        agent=origin.agent,
-        depth=origin.depth,
-        parent_session_id=origin.parent_session_id,
-        parent_run_id=origin.parent_run_id,
-        parent_call_id=origin.parent_call_id,
-        parent_mode=_mode(origin.parent_mode),
-        label=f"worker {origin.pool}/{origin.worker}",
-        pool=origin.pool,
-        worker=origin.worker,
-        task_session_id=origin.task_session_id or None,
-    )
-    store, starter = assembler.ports.store, children.starter
+    """Start a run an orchestrator queued (see `application.children.handoff`): a pool
+    worker (its pool entry's agent and tool cap) or a teammate's run (its role, worktree and
+    seat in the team), held to the orchestrator's mode and budgets, linked to its run; a
+    takeover continues the session."""
+    if origin.kind == "teammate":
+        shape = await _teammate(service, queued, origin)
+    else:
+        shape = _pool_worker(service, origin, limits, queued.message)
+    assembler, spec, lineage = shape.assembler, shape.spec, shape.lineage
+    store, starter = assembler.ports.store, service.starter
     claim = None if assigned.fence_only else await store.claim_session(queued.session_id)
     try:
         history: list[Message] = []
         if session is None:
-            first_line = queued.message.strip().splitlines()[0]
             session = starter.new_session(
                 project_dir=assembler.ports.fs.root,
-                title=f"[{lineage.label}] {first_line}",
+                title=shape.title,
                 agent=spec.agent or origin.agent,
                 parent_session_id=origin.parent_session_id,
                 session_id=queued.session_id,
             )
-            resumed = False
         else:
             session, history = await session_path(store, session.id, None)
-            resumed = True
         prepared = await starter.prepare(
             assembler,
             spec,
@@ -221,17 +206,82 @@ async def _dispatched(
             session=session,
             message=TAKEOVER_MESSAGE if earlier else queued.message,
             history=history,
-            resumed=resumed,
-            grants=SessionGrants(),
+            resumed=bool(history),
+            grants=shape.grants,
+            earlier=history,
+            team=shape.seat,
             run_id=assigned.run_id,
         )
         prepared.recorder.fence = assigned.fence
+        if origin.kind == "teammate":
+            prepared.recorder.event(
+                TeamChanged,
+                team=origin.parent_session_id,
+                member=origin.worker,
+                role=origin.agent,
+                status="working",
+            )
         starter.launch(prepared, claim=claim)
     except BaseException:  # not launched: the run never holds its session
         if claim is not None:
             await claim.release()
         raise
     return prepared.run
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """How a dispatched run is put together."""
+
+    assembler: RunAssembler
+    spec: RunSpec
+    lineage: Lineage
+    title: str
+    grants: SessionGrants
+    seat: SeatOf | None = None
+
+
+def _origin_lineage(origin: Dispatched, label: str, **more: Any) -> Lineage:
+    return Lineage(
+        kind="teammate" if origin.kind == "teammate" else "worker",
+        agent=origin.agent,
+        depth=origin.depth,
+        parent_session_id=origin.parent_session_id,
+        parent_run_id=origin.parent_run_id,
+        parent_call_id=origin.parent_call_id,
+        parent_mode=_mode(origin.parent_mode),
+        label=label,
+        worker=origin.worker,
+        task_session_id=origin.task_session_id or None,
+        **more,
+    )
+
+
+def _pool_worker(
+    service: RunService, origin: Dispatched, limits: RunLimits | None, task: str
+) -> _Shape:
+    children = service.children
+    if children is None:
+        raise UsageError("this runtime has no worker pools to run a dispatched worker with")
+    assembler, spec = children.setup(origin.agent, origin.allowed_tools)
+    if limits is not None:
+        within = spec.settings.limits.within(limits)
+        spec = dataclasses.replace(spec, settings=dataclasses.replace(spec.settings, limits=within))
+    label = f"worker {origin.pool}/{origin.worker}"
+    lineage = _origin_lineage(origin, label, pool=origin.pool)
+    title = f"[{label}] {task.strip().splitlines()[0]}"
+    return _Shape(assembler, spec, lineage, title, SessionGrants())
+
+
+async def _teammate(service: RunService, queued: QueuedRun, origin: Dispatched) -> _Shape:
+    teams = service.teams
+    if teams is None:
+        raise UsageError("this runtime has no teams to run a teammate's run with")
+    team = await teams.attach(origin.parent_session_id, queued.project_dir)
+    assembler, spec, seat = teams.members.member_run(team, origin.worker)
+    label = f"teammate {origin.worker}"
+    lineage = _origin_lineage(origin, label, actor=origin.worker)
+    return _Shape(assembler, spec, lineage, f"[{label}] {origin.agent}", team.grants, seat)
 
 
 async def spent_by(store: SessionStore, runs: Sequence[RunInfo]) -> tuple[Usage, float | None, int]:

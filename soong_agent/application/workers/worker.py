@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soong_agent.application.runs.handle import Run, RunResult
-from soong_agent.application.workers.approvals import PARKED
+from soong_agent.application.runs.parking import PARKED
 from soong_agent.ports.errors import SoongAgentError, UsageError
 from soong_agent.ports.run_queue import Lease, LeaseLost, QueueStatus, RunQueue
 from soong_agent.ports.storage import SessionBusy
@@ -86,6 +86,7 @@ class Worker:
         *,
         report: Callable[[str], None] | None = None,
         redact: Callable[[str], str] | None = None,
+        after: Callable[[Lease, Run], Awaitable[None]] | None = None,
     ) -> None:
         if settings.concurrency < 1:
             raise UsageError(f"a worker runs at least one run at once, not {settings.concurrency}")
@@ -93,6 +94,7 @@ class Worker:
             raise UsageError("a worker serves at least one project folder")
         self._queue = queue
         self._start = start
+        self._after = after  # what follows a run before its end is recorded (its teammates)
         self._clock = clock
         self._settings = settings
         self._redact = redact or (lambda text: text)
@@ -189,6 +191,8 @@ class Worker:
         keeper = asyncio.create_task(self._keep(lease, run))
         try:
             result = await run.wait()
+            if self._after is not None and not keeper.done():
+                await self._following(lease, run, keeper)
         finally:
             keeper.cancel()
             await asyncio.wait({keeper})  # its LeaseLost, if any, is read below
@@ -200,6 +204,22 @@ class Worker:
             self._report(f"run {queued.id}: taken over by another worker; stopped")
             return
         await self._end(current, _STATUS.get(result.status, "failed"), _reason(result))
+
+    async def _following(self, lease: Lease, run: Run, keeper: asyncio.Task[None]) -> None:
+        """Wait, holding no slot, for what follows the ended run (its teammates finishing
+        their work) while its lease holds; a failure of it is said, never silent."""
+        assert self._after is not None
+        following = asyncio.ensure_future(self._after(lease, run))
+        self._park(lease.run.id, True)
+        try:
+            await asyncio.wait({following, keeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._park(lease.run.id, False)
+            if not following.done():
+                following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        if not following.cancelled() and following.exception() is not None:
+            self._report(f"run {lease.run.id}: after its end: {following.exception()}")
 
     async def _begin(self, lease: Lease) -> Run | None:
         """Start the run holding its session; None when it went back to the queue."""

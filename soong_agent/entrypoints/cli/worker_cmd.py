@@ -113,6 +113,8 @@ async def _serve(
         adapters.worker_settings(), worker_id=name, projects=folders, concurrency=concurrency
     )
 
+    services: dict[str, Any] = {}  # by run id: the run service that started it
+
     async def start(lease: Lease, fence_only: bool) -> Run:
         opts = lease.run.options
         container = runtimes.get(
@@ -124,9 +126,22 @@ async def _serve(
             await close_left_over(
                 container.adapters.approval_store(), lease.run.id, container.adapters.clock()
             )
-        return await start_queued(
+        run = await start_queued(
             service, store, lease, fence_only=fence_only, now=container.adapters.clock().now()
         )
+        services[lease.run.id] = service
+        return run
+
+    async def after(lease: Lease, run: Run) -> None:
+        """As `run` does: a lead's teammates finish their work before its end is recorded;
+        then their loops here stop (the team comes back with the session)."""
+        service = services.pop(lease.run.id, None)
+        team = service.team_of(run.session_id) if service is not None else None
+        if team is not None:
+            try:
+                await team.settle(run.session_id)
+            finally:
+                await team.close(run.session_id)
 
     def report(line: str) -> None:
         if not quiet:
@@ -141,6 +156,7 @@ async def _serve(
         settings,
         report=report,
         redact=redactor.redact,
+        after=after,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -202,10 +202,12 @@ def team_service(
     inboxes: Mailbox,
     tasks: TaskLog,
     trees: Worktrees | None,
+    queue: ChildQueue | None = None,
 ) -> TeamService:
     """The runtime's teams (issue 20): mailboxes under `<project>/.soong-agent/teams`, the
     task WALs, and a git worktree per teammate when `agents.worktrees` (default: when the
-    project is a git repository); a teammate is put together by `AgentVariants.member`."""
+    project is a git repository); a teammate is put together by `AgentVariants.member`;
+    `queue`: where members' runs are queued for any worker process (a worker's runtime)."""
     from soong_agent.application.teams.service import TeamLimits, TeamService
 
     agents = loaded.config.agents
@@ -224,6 +226,7 @@ def team_service(
         worktrees=trees,
         artifacts=artifacts,
         starter=starter,
+        queue=queue,
     )
     closables.append(service.close)
     return service
