@@ -74,6 +74,22 @@ def workers(world: CliWorld) -> Iterator[list[subprocess.Popen[str]]]:
         proc.communicate(timeout=WAIT_S)
 
 
+def start_solo(world: CliWorld, workers: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:
+    """One worker process serving one run at a time."""
+    worker = subprocess.Popen(
+        [str(CLI), "worker", "--project", str(world.project), "--id", "solo", "--concurrency", "1"],
+        env=world.env,
+        cwd=world.project,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    workers.append(worker)
+    return worker
+
+
 def call(call_id: str, name: str, **args: object) -> tuple[str, str, str]:
     return (call_id, name, json.dumps(args))
 
@@ -103,17 +119,7 @@ def test_an_orchestrators_workers_are_queued_runs_that_one_worker_process_serves
     lead, run = ids["session"], ids["run"]
     # one worker process serving one run at a time: the orchestrator waits for its workers
     # without holding that slot, so the same process runs them
-    worker = subprocess.Popen(
-        [str(CLI), "worker", "--project", str(world.project), "--id", "solo", "--concurrency", "1"],
-        env=world.env,
-        cwd=world.project,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    workers.append(worker)
+    worker = start_solo(world, workers)
     waited = world.run("runs", "wait", run, "--timeout", str(WAIT_S))
     assert waited.returncode == 0, waited.stdout + waited.stderr
     rows = [
@@ -169,17 +175,7 @@ def test_a_queued_leads_teammate_runs_are_queued_runs_and_the_lead_ends_after_th
     assert done.returncode == 0, done.stderr
     ids = dict(line.split(": ", 1) for line in done.stdout.strip().splitlines())
     lead, run = ids["session"], ids["run"]
-    worker = subprocess.Popen(
-        [str(CLI), "worker", "--project", str(world.project), "--id", "solo", "--concurrency", "1"],
-        env=world.env,
-        cwd=world.project,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    workers.append(worker)
+    worker = start_solo(world, workers)
     waited = world.run("runs", "wait", run, "--timeout", str(WAIT_S))
     assert waited.returncode == 0, waited.stdout + waited.stderr
     # as `run --orchestrator` does, the lead's run ended after its teammate's work was done
