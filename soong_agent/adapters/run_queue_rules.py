@@ -142,6 +142,8 @@ def options_from_json(text: str) -> RunOptions:
     if not isinstance(data, dict):
         return RunOptions()
     known = {k: v for k, v in data.items() if k in _OPTION_FIELDS}
+    if not isinstance(known.get("trace_parent"), str):  # (telemetry ignores a malformed one)
+        known.pop("trace_parent", None)
     dispatched = known.pop("dispatched", None)
     return RunOptions(**known, dispatched=_dispatched(dispatched))
 

@@ -80,6 +80,7 @@ class QueueMethods:
             message=message,
             session_id=session_id,
             options=options,
+            telemetry=adapters.telemetry(),
         )
         return run.id
 

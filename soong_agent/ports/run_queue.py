@@ -69,6 +69,9 @@ class RunOptions:
     permission_mode: str | None = None
     dispatched: Dispatched | None = None
     """Set for a pool worker an orchestrator dispatched through the queue."""
+    trace_parent: str | None = None
+    """The W3C ``traceparent`` of whoever queued the run, when telemetry was on (OBS-1): every
+    attempt of the run, on whichever worker, continues that trace."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,7 +128,13 @@ def test_every_backend_implements_the_port(queue: RunQueue) -> None:
 
 
 async def test_a_submitted_run_is_queued_and_read_back(queue: RunQueue) -> None:
-    options = RunOptions(agent="coder", plan_mode=True, max_turns=7, max_cost_usd=1.5)
+    options = RunOptions(
+        agent="coder",
+        plan_mode=True,
+        max_turns=7,
+        max_cost_usd=1.5,
+        trace_parent="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    )
     given = queued("r1", options=options, status="running", attempts=4, fence=9, reason="x")
     stored = await queue.submit(given)
     assert stored == queued("r1", options=options)  # state reset: queued, never claimed

@@ -6,12 +6,14 @@ scrubbed."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from soong_agent import AgentRuntime
+from soong_agent.application.workers.queued import start_queued
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import Usage
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
@@ -232,3 +234,57 @@ async def test_an_applications_providers_put_the_runs_inside_its_trace(
     assert data is not None
     names = {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     assert {"gen_ai.client.token.usage", "soong_agent.runs", "soong_agent.tool.calls"} <= names
+
+
+async def test_a_run_taken_over_by_a_second_worker_is_one_trace(
+    tmp_path: Path, project: Path, receiver: OtlpReceiver
+) -> None:
+    """Three runtimes share one store: one submits, a first worker starts the run and dies
+    in its second model call, a second worker takes it over and ends it. The trace context
+    stored with the queued run makes both attempts children of the submission's span."""
+    home = home_with(tmp_path, telemetry_on(receiver))
+    folder = str(project.resolve())
+    async with AgentRuntime(project, home, model=ScriptedModel([])) as submitter:
+        run_id = await submitter.submit(USER_WORDS)
+        stored = await submitter.queued_run(run_id)
+        assert stored.options.trace_parent is not None
+    first_model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("read_file", {"path": "notes.txt"}), usage=USAGE),
+            ScriptedResponse.text("never seen", delay_s=30),
+        ]
+    )
+    async with AgentRuntime(project, home, model=first_model) as dying:
+        adapters = dying._container.adapters
+        queue = adapters.run_queue()
+        lease = await queue.claim("dead", [folder], lease_s=5, max_attempts=3, now=1e9)
+        assert lease is not None
+        service = dying._container.services.run_service()
+        cut = await start_queued(service, adapters.session_store(), lease)
+        for _ in range(600):  # until the second model call is under way
+            if len(first_model.calls) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert (await cut.cancel()) is not None  # the worker is gone
+    second_model = ScriptedModel([ScriptedResponse.text(ANSWER_WORDS, usage=USAGE)])
+    async with AgentRuntime(project, home, model=second_model) as taking_over:
+        adapters = taking_over._container.adapters
+        lease = await adapters.run_queue().claim(
+            "alive", [folder], lease_s=5, max_attempts=3, now=2e9
+        )
+        assert lease is not None and lease.run.id == run_id
+        service = taking_over._container.services.run_service()
+        result = await (await start_queued(service, adapters.session_store(), lease)).wait()
+        assert result.status == "completed", result.reason
+    spans = receiver.spans
+    [submitted] = by_name(spans, "submit_run")
+    attempts = sorted(
+        (s for s in spans if s.attributes.get("gen_ai.operation.name") == "invoke_agent"),
+        key=lambda s: s.start_ns,
+    )
+    assert [s.attributes["soong_agent.run.id"] for s in attempts] == [run_id, f"{run_id}-2"]
+    assert [s.attributes["soong_agent.run.status"] for s in attempts] == ["cancelled", "completed"]
+    assert {s.trace_id for s in spans} == {submitted.trace_id}  # one trace
+    assert [s.parent_span_id for s in attempts] == [submitted.span_id] * 2
+    [waited] = receiver.metric("soong_agent.queue.claim_latency")
+    assert waited.count == 1 and waited.attributes["soong_agent.worker"] == "dead"

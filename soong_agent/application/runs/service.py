@@ -68,6 +68,7 @@ class RunService:
         starter: RunStarter | None = None,
     ) -> None:
         self._assembler = assembler
+        self.telemetry = assembler.ports.telemetry  # (OBS-1: queued runs join their trace)
         self.starter = starter or RunStarter(clock=assembler.ports.clock, ids=assembler.ports.ids)
         self._root = root
         self._presets = presets

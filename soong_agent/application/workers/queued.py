@@ -34,6 +34,7 @@ from soong_agent.ports.run_queue import Dispatched, Lease, QueuedRun, RunOptions
 from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.streaming import Usage
 from soong_agent.ports.system import Clock, IdGenerator
+from soong_agent.ports.telemetry import Telemetry
 
 __all__ = [
     "TAKEOVER_MESSAGE",
@@ -67,13 +68,24 @@ async def submit_run(
     message: str,
     session_id: str | None = None,
     options: RunOptions | None = None,
+    telemetry: Telemetry | None = None,
 ) -> QueuedRun:
     """Queue a run of `project_dir` (WORK-1): into `session_id` (which must exist and belong
     to the project) or a new session whose id is chosen now. UsageError for an empty message,
-    an unknown session or one of another project; nothing is queued then."""
+    an unknown session or one of another project; nothing is queued then. With `telemetry`,
+    the run carries the submitter's trace context (OBS-1): its attempts join that trace."""
     if not message.strip():
         raise UsageError("the message is empty; say what the agent should do")
     options = options or RunOptions()
+    if telemetry is not None and options.trace_parent is None:
+        origin = options.dispatched
+        options = _with(
+            options,
+            trace_parent=telemetry.trace_parent(
+                run_id=origin.parent_run_id if origin is not None else None,
+                call_id=origin.parent_call_id if origin is not None else None,
+            ),
+        )
     if session_id is not None:
         session = await store.get_session(session_id)
         if session is None:
@@ -133,6 +145,12 @@ async def start_queued(
         if opts.dispatched is None:
             base = service.budgets(opts.agent, opts.orchestrator).merged(base)
         limits = await _left_after(store, attempts, base, now)
+    telemetry = service.telemetry
+    if telemetry is not None:  # every attempt continues the submitter's trace (OBS-1)
+        if opts.trace_parent:
+            telemetry.continue_trace(assigned.run_id, opts.trace_parent)
+        if not earlier:
+            telemetry.run_claimed(worker=lease.worker, waited_s=now - queued.submitted_at)
     token = QUEUED_RUN.set(queued)  # the run's task copies it: its approvals name the run
     try:
         if opts.dispatched is not None:

@@ -76,6 +76,7 @@ def submit_command(
             message=message,
             session_id=chosen,
             options=options,
+            telemetry=adapters.telemetry(),
         )
         if output == "json":
             sys.stdout.write(json.dumps({"session_id": run.session_id, "run_id": run.id}) + "\n")
