@@ -217,3 +217,32 @@ async def test_a_transaction_a_frozen_client_left_open_does_not_hold_up_a_takeov
     finally:
         await queue.close()
         await frozen_db.close()
+
+
+@pytest.mark.parametrize("server_clock", [True, False])
+async def test_leases_on_the_servers_clock_hold_against_a_host_whose_clock_runs_ahead(
+    postgres_url: str, server_clock: bool
+) -> None:
+    """Workers on two hosts, one clock an hour ahead: measured by the database server's clock
+    (as the runtime's queue is), the first worker's lease holds; measured by the callers'
+    clocks, the host ahead would take over a run that is still being worked on."""
+    queue = PostgresRunQueue(
+        PostgresDatabase(PostgresSettings(postgres_url)), server_clock=server_clock
+    )
+    try:
+        await queue.submit(
+            QueuedRun(id="r1", session_id="ses_1", project_dir="/p", message="go", submitted_at=1)
+        )
+        first = await queue.claim("here", ["/p"], lease_s=30, max_attempts=3, now=time.time())
+        assert first is not None
+        ahead = time.time() + 3600
+        taken = await queue.claim("ahead", ["/p"], lease_s=30, max_attempts=3, now=ahead)
+        if server_clock:
+            assert taken is None
+            assert abs(first.expires_at - (time.time() + 30)) < 10
+            renewed = await queue.renew(first, lease_s=30, now=ahead)  # its own clock ahead too
+            assert renewed.expires_at < time.time() + 60
+        else:
+            assert taken is not None and taken.worker == "ahead"
+    finally:
+        await queue.close()

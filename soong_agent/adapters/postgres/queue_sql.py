@@ -58,6 +58,8 @@ INSERT = (
 )
 GET = f"SELECT {_COLUMNS} {_ROW} WHERE id = %s"
 LOCK = f"SELECT {_COLUMNS} {_ROW} WHERE id = %s FOR UPDATE"
+SERVER_NOW = "SELECT extract(epoch FROM clock_timestamp())"
+"""The server's clock (seconds since the epoch), which leases are measured by across hosts."""
 FENCE_HELD = f"SELECT 1 {_ROW} WHERE id = %s AND fence = %s AND status = 'running' FOR SHARE"
 """The session store's check, in its commit's transaction: the lease's fence is the run's."""
 

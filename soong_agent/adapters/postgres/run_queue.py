@@ -73,9 +73,18 @@ class PostgresRunQueue(ListeningStore):
     connection for LISTEN cannot be made, or was lost), and how long before it tries that
     connection again. A lease running out wakes nobody: a worker claims again when its wait
     times out.
+
+    `server_clock`: leases are measured by the database server's clock, not by the `now` the
+    caller gives (workers on hosts whose clocks differ still agree on when a lease ran out).
     """
 
-    def __init__(self, database: PostgresDatabase, *, fallback_poll_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        fallback_poll_s: float = 2.0,
+        server_clock: bool = False,
+    ) -> None:
         super().__init__(
             database,
             fallback_poll_s=fallback_poll_s,
@@ -84,6 +93,20 @@ class PostgresRunQueue(ListeningStore):
             what="the run queue",
         )
         self._giving_back: set[asyncio.Task[None]] = set()
+        self._server_clock = server_clock
+
+    async def _lease_time(self, given: float) -> float:
+        """The time leases are measured by: the server's, with `server_clock`, else `given`."""
+        if not self._server_clock:
+            return given
+
+        async def work(conn: AsyncConnection[Any], _retrying: bool) -> float:
+            cur = await conn.execute(sql.SERVER_NOW)
+            row = await cur.fetchone()
+            assert row is not None
+            return float(row[0])
+
+        return await self._db.run(work, what="read the database server's clock")
 
     async def submit(self, run: QueuedRun) -> QueuedRun:
         """Store `run` as queued and notify; `UsageError` when its id is queued already."""
@@ -120,6 +143,7 @@ class PostgresRunQueue(ListeningStore):
         listener.notified = False
         if not served:
             return None
+        now = await self._lease_time(now)
         expires = now + lease_s
         names = {"worker": worker, "expires": expires, "projects": served, "now": now}
 
@@ -176,7 +200,7 @@ class PostgresRunQueue(ListeningStore):
         """Extend the lease to `now + lease_s`; `LeaseLost` when the run's fence moved on."""
         self._check_open()
         rules.check_lease(lease_s)
-        expires = now + lease_s
+        expires = await self._lease_time(now) + lease_s
         params = {"id": lease.run.id, "fence": lease.fence, "expires": expires}
 
         async def work(conn: AsyncConnection[Any], _retrying: bool) -> QueuedRun | None:

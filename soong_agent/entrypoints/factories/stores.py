@@ -229,7 +229,7 @@ def run_queue(
     if databases.postgres:
         from soong_agent.adapters.postgres.run_queue import PostgresRunQueue
 
-        pg = PostgresRunQueue(databases.pooled())
+        pg = PostgresRunQueue(databases.pooled(), server_clock=True)  # hosts' clocks differ
         closables.append(pg.close)
         return pg
     from soong_agent.adapters.storage.run_queue import SqliteRunQueue
