@@ -19,6 +19,7 @@ BENCHMARKS = [
     "bench_teams.py",
     "bench_mailbox.py",
     "bench_tasks.py",
+    "bench_telemetry.py",
 ]
 
 
