@@ -105,6 +105,33 @@ def claim_step(status: str, attempts: int, cancel_requested: bool, max_attempts:
     return "take"
 
 
+def recorded_end(
+    run: QueuedRun, session_runs: Sequence[tuple[str, str, str | None]]
+) -> tuple[QueueStatus, str] | None:
+    """The end the run's last attempt wrote in its session (`session_runs`: the id, status and
+    reason of each run of its session) that its worker never told the queue (it died between
+    the two writes): the status and reason the queue records, or None when that attempt did
+    not end (running, interrupted, or cancelled by a worker stopping)."""
+
+    def fence(run_id: str) -> int:
+        suffix = run_id[len(run.id) + 1 :]
+        return int(suffix) if suffix.isdigit() else 0
+
+    mine = [r for r in session_runs if r[0] == run.id or r[0].startswith(run.id + "-")]
+    if not mine:
+        return None
+    _id, status, reason = max(mine, key=lambda r: fence(r[0]))
+    if status in ("running", "interrupted"):
+        return None
+    if status == "cancelled" and not run.cancel_requested:
+        return None
+    if status == "completed":
+        return "completed", ""
+    if status == "cancelled":
+        return "cancelled", reason or ""
+    return "failed", f"{status}: {reason}" if reason else status
+
+
 def exhausted_reason(attempts: int, max_attempts: int) -> str:
     """Why a run was ended `failed` instead of claimed again."""
     return (

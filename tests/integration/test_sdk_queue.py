@@ -159,3 +159,30 @@ async def test_a_takeover_gets_only_what_its_earlier_attempt_left_of_the_budget(
         assert result.status == "budget_exhausted", result.reason
         assert result.reason and "500 of 400 tokens" in result.reason  # 400: what was left
         assert len(model.calls) == 3
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+async def test_a_run_whose_last_allowed_attempt_ended_unrecorded_keeps_that_end(
+    world: tuple[Path, Path], store: str, request: pytest.FixtureRequest
+) -> None:
+    """Its worker died between the run's last commit and the queue's record of its end, and
+    no attempt is left: the claim records the end the session shows (completed), not
+    `failed` for attempts used up."""
+    project, home = world
+    url = str(request.getfixturevalue("postgres_url")) if store == "postgresql" else None
+    model = ScriptedModel([ScriptedResponse.text("done once")])
+    async with AgentRuntime(project, home, model=model, storage_url=url) as runtime:
+        run_id = await runtime.submit("do it once")
+        adapters = runtime._container.adapters
+        service, store_ = runtime._container.services.run_service(), adapters.session_store()
+        queue, folder = adapters.run_queue(), str(project.resolve())
+        clock = adapters.clock()
+        first = await queue.claim("dead", [folder], lease_s=0.2, max_attempts=1, now=clock.now())
+        assert first is not None
+        assert (await (await start_queued(service, store_, first)).wait()).status == "completed"
+        await asyncio.sleep(0.5)  # its lease ran out (on PostgreSQL, by the server's clock)
+        later = await queue.claim("alive", [folder], lease_s=5, max_attempts=1, now=clock.now())
+        assert later is None  # nothing left to run
+        ended = await runtime.queued_run(run_id)
+        assert ended.status == "completed" and ended.reason == ""
+        assert len(model.calls) == 1

@@ -85,6 +85,8 @@ TAKE = (
     " attempts = attempts + 1, fence = fence + 1, lease_expires_at = %(expires)s"
     f" WHERE id = %(id)s RETURNING {_COLUMNS}"
 )
+SESSION_RUNS = f"SELECT id, status, reason FROM {S}.runs WHERE session_id = %s"
+"""The runs of a queued run's session: whether its last attempt ended."""
 END = (
     f"UPDATE {S}.run_queue SET status = %(status)s, reason = %(reason)s,"
     f" finished_at = %(now)s, lease_expires_at = NULL WHERE id = %(id)s RETURNING {_COLUMNS}"

@@ -162,8 +162,12 @@ class PostgresRunQueue(ListeningStore):
                     if step == "cancel":
                         status, reason = "cancelled", rules.CANCELLED_ABANDONED
                     else:
-                        status = "failed"
-                        reason = rules.exhausted_reason(run.attempts, max_attempts)
+                        cur = await conn.execute(sql.SESSION_RUNS, (run.session_id,))
+                        found = [(str(i), str(s), r) for i, s, r in await cur.fetchall()]
+                        status, reason = rules.recorded_end(run, found) or (
+                            "failed",
+                            rules.exhausted_reason(run.attempts, max_attempts),
+                        )
                     ending = {"id": run.id, "status": status, "reason": reason, "now": now}
                     await conn.execute(sql.END, ending)
             return None

@@ -83,11 +83,14 @@ class QueueDatabase(SideDatabase):
                     taken = self._get(c, run.id)
                     assert taken is not None
                     return Lease(taken, worker, taken.fence, expires), wake
-                if step == "cancel":
-                    reason = rules.CANCELLED_ABANDONED
-                else:
-                    reason = rules.exhausted_reason(run.attempts, max_attempts)
-                status = "cancelled" if step == "cancel" else "failed"
+                status: QueueStatus = "cancelled" if step == "cancel" else "failed"
+                reason = rules.CANCELLED_ABANDONED
+                if step != "cancel":
+                    ended = rules.recorded_end(run, _session_runs(c, run.session_id))
+                    status, reason = ended or (
+                        "failed",
+                        rules.exhausted_reason(run.attempts, max_attempts),
+                    )
                 c.execute(sql.END, {"id": run.id, "status": status, "reason": reason, "now": now})
             return None, wake
 
@@ -163,3 +166,14 @@ class QueueDatabase(SideDatabase):
     def wake(self) -> int:
         """The queue's change counter."""
         return int(self.connection().execute(sql.WAKE).fetchone()[0])
+
+
+def _session_runs(c: sqlite3.Connection, session_id: str) -> list[tuple[str, str, str | None]]:
+    """The runs of a session (none before the session store made its tables)."""
+    try:
+        rows = c.execute(sql.SESSION_RUNS, (session_id,)).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return []
+        raise
+    return [(str(i), str(s), None if r is None else str(r)) for i, s, r in rows]

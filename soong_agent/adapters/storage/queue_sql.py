@@ -54,6 +54,8 @@ TAKE = (
     "UPDATE run_queue SET status = 'running', worker = :worker, attempts = attempts + 1,"
     " fence = fence + 1, lease_expires_at = :expires WHERE id = :id"
 )
+SESSION_RUNS = "SELECT id, status, reason FROM runs WHERE session_id = ?"
+"""The runs of a queued run's session (in the same file): whether its last attempt ended."""
 END = (
     "UPDATE run_queue SET status = :status, reason = :reason, finished_at = :now,"
     " lease_expires_at = NULL WHERE id = :id"
