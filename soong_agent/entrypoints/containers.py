@@ -336,5 +336,6 @@ class WorkerContainer(containers.DeclarativeContainer):
             adapters.session_store,
             adapters.clock,
             adapters.ids,
+            adapters.telemetry,
         ),
     )

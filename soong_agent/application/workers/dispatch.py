@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 
 from soong_agent.application.children.handoff import HandedOff, Handoff
 from soong_agent.application.runs.handle import RunResult
@@ -20,6 +21,7 @@ from soong_agent.ports.event_base import RunStatus
 from soong_agent.ports.run_queue import Dispatched, QueuedRun, RunOptions, RunQueue
 from soong_agent.ports.storage import SessionStore
 from soong_agent.ports.system import Clock, IdGenerator
+from soong_agent.ports.telemetry import Telemetry
 
 __all__ = ["QueueHandoff"]
 
@@ -38,8 +40,15 @@ class QueueHandoff:
     """Queues pool workers for any worker process and reads back how they ended."""
 
     def __init__(
-        self, queue: RunQueue, store: SessionStore, *, clock: Clock, ids: IdGenerator
+        self,
+        queue: RunQueue,
+        store: SessionStore,
+        *,
+        clock: Clock,
+        ids: IdGenerator,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self._telemetry = telemetry
         self._queue = queue
         self._store = store
         self._clock = clock
@@ -66,6 +75,11 @@ class QueueHandoff:
             max_wall_ms=limits.max_wall_ms,
             dispatched=origin,
         )
+        if self._telemetry is not None:  # its trace goes on under the call that queued it
+            where = self._telemetry.trace_parent(
+                run_id=origin.parent_run_id, call_id=origin.parent_call_id
+            )
+            options = dataclasses.replace(options, trace_parent=where)
         if handoff.session_id is not None:  # a teammate's session, made by its first run
             queued = await self._queue.submit(
                 QueuedRun(

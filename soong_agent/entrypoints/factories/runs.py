@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from soong_agent.ports.storage import SessionStore
     from soong_agent.ports.system import Clock, IdGenerator
     from soong_agent.ports.tasks import TaskLog
+    from soong_agent.ports.telemetry import Telemetry
     from soong_agent.ports.worktrees import Worktrees
 
 from soong_agent.entrypoints.factories.knowledge import Knowledge
@@ -184,12 +185,17 @@ def child_runs(
 
 
 def queue_handoff(
-    queue: RunQueue, store: SessionStore, clock: Clock, ids: IdGenerator
+    queue: RunQueue,
+    store: SessionStore,
+    clock: Clock,
+    ids: IdGenerator,
+    telemetry: Telemetry | None = None,
 ) -> QueueHandoff:
-    """How a worker process's orchestrator runs queue their pool workers (AGT-4, WORK-1)."""
+    """How a worker process's orchestrator runs queue their pool workers (AGT-4, WORK-1);
+    with `telemetry`, each carries the trace of the call that queued it (OBS-1)."""
     from soong_agent.application.workers.dispatch import QueueHandoff
 
-    return QueueHandoff(queue, store, clock=clock, ids=ids)
+    return QueueHandoff(queue, store, clock=clock, ids=ids, telemetry=telemetry)
 
 
 def team_service(
