@@ -87,3 +87,5 @@ def test_a_detached_run_and_its_worker_are_one_trace(
     assert (run.trace_id, run.parent_span_id) == (submitted.trace_id, submitted.span_id)
     [claimed] = receiver.metric("soong_agent.queue.claim_latency")
     assert claimed.attributes["soong_agent.worker"] == "w1"
+    [depth] = receiver.metric("soong_agent.queue.depth", **{"soong_agent.worker": "w1"})
+    assert depth.value in (0, 1)  # the last count: before or after it claimed the run

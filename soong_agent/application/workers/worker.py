@@ -28,6 +28,7 @@ from soong_agent.ports.errors import SoongAgentError, UsageError
 from soong_agent.ports.run_queue import Lease, LeaseLost, QueueStatus, RunQueue
 from soong_agent.ports.storage import SessionBusy
 from soong_agent.ports.system import Clock
+from soong_agent.ports.telemetry import Telemetry
 
 __all__ = ["AlreadyEnded", "StartClaimed", "Worker", "WorkerSettings", "WorkerTally"]
 
@@ -37,6 +38,9 @@ StartClaimed = Callable[[Lease, bool], Awaitable[Run]]
 """Start a claimed run (the bool: guarded by the fence alone, see `Assigned.fence_only`)."""
 
 _STATUS: dict[str, QueueStatus] = {"completed": "completed", "cancelled": "cancelled"}
+
+DEPTH_CAP = 1000
+"""The most queued runs a worker counts for telemetry's queue depth."""
 
 
 class AlreadyEnded(Exception):
@@ -87,6 +91,7 @@ class Worker:
         report: Callable[[str], None] | None = None,
         redact: Callable[[str], str] | None = None,
         after: Callable[[Lease, Run], Awaitable[None]] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         if settings.concurrency < 1:
             raise UsageError(f"a worker runs at least one run at once, not {settings.concurrency}")
@@ -95,6 +100,8 @@ class Worker:
         self._queue = queue
         self._start = start
         self._after = after  # what follows a run before its end is recorded (its teammates)
+        self._telemetry = telemetry
+        self._depth_at: float | None = None  # when the queue's depth was last looked at
         self._clock = clock
         self._settings = settings
         self._redact = redact or (lambda text: text)
@@ -151,6 +158,8 @@ class Worker:
 
     async def _claim_one(self) -> bool:
         s = self._settings
+        if self._telemetry is not None:
+            await self._count_waiting(self._telemetry)
         try:
             lease = await self._queue.claim(
                 s.worker_id,
@@ -169,6 +178,20 @@ class Worker:
         self._held[task] = lease
         task.add_done_callback(self._held.pop)
         return True
+
+    async def _count_waiting(self, telemetry: Telemetry) -> None:
+        """Tell telemetry how many runs wait in the queue (OBS-1; at most `DEPTH_CAP` are
+        counted), at most once a heartbeat."""
+        now = self._clock.now()
+        if self._depth_at is not None and now - self._depth_at < self._settings.heartbeat_s:
+            return
+        self._depth_at = now
+        try:
+            waiting = await self._queue.list(status="queued", limit=DEPTH_CAP)
+        except SoongAgentError as exc:  # the store is away: said; the claim says it too
+            self._report(f"could not count the queued runs: {exc}")
+            return
+        telemetry.queue_depth(worker=self._settings.worker_id, depth=len(waiting))
 
     async def _hold(self, lease: Lease) -> None:
         """Run the claimed run to its end under its lease."""

@@ -157,6 +157,7 @@ async def _serve(
         report=report,
         redact=redactor.redact,
         after=after,
+        telemetry=adapters.telemetry(),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
