@@ -174,6 +174,20 @@ async def test_a_direct_connection_to_an_allowed_address_gets_nothing(
             listener.recvfrom(16)
 
 
+async def test_a_send_that_opens_its_own_connection_gets_nothing(world: World, other: Site) -> None:
+    """TCP Fast Open: `sendto(..., MSG_FASTOPEN, address)` connects without connect(), which
+    is what Landlock checks; the seccomp filter refuses it (and bubblewrap has no route)."""
+    before = len(other.accepted)
+    send = (
+        "import socket, sys; s = socket.socket(); "
+        "s.sendto(b'secret', socket.MSG_FASTOPEN, ('127.0.0.1', int(sys.argv[1])))"
+    )
+    result = await world.run(f'python3 -c "{send}" {other.port}')
+    assert result.exit_code != 0
+    assert result.exit_code != 0 and "Error" in result.stderr  # EPERM, or its own loopback
+    assert len(other.accepted) == before
+
+
 async def test_a_name_resolving_to_a_loopback_address_is_refused(
     world: World, allowed: Site, other: Site
 ) -> None:
