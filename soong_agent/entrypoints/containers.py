@@ -119,7 +119,27 @@ class Adapters(containers.DeclarativeContainer):
     hooks = providers.Singleton(
         factories.hook_pipeline, loaded, process_runner, closables, command_runner
     )
-    mcp_hub = providers.Singleton(factories.mcp_hub, loaded, closables)
+    mcp_authorize: providers.Provider[Any] = providers.Object(None)
+    """Takes a person through an MCP server's OAuth login (`AgentRuntime(mcp_authorize=…)`)."""
+    mcp_elicitor: providers.Provider[Any] = providers.Object(None)
+    """Puts MCP servers' questions to the user (the CLI's terminal, an SDK callback)."""
+    mcp_sampler: providers.Provider[Any] = providers.Object(None)
+    """Answers approved sampling requests instead of a model (an SDK program's own)."""
+    sampling_profile = providers.Singleton(factories.purpose_profile, loaded, "mcp_sampling")
+    sampling_provider = providers.Singleton(
+        factories.sampling_provider, loaded, sampling_profile, http_client.provider, secrets
+    )
+    mcp_asks = providers.Singleton(
+        factories.mcp_asks,
+        loaded,
+        sampling_profile,
+        sampling_provider.provider,
+        mcp_elicitor,
+        mcp_sampler,
+    )
+    mcp_hub = providers.Singleton(
+        factories.mcp_hub, loaded, closables, authorize=mcp_authorize, asks=mcp_asks
+    )
     given_telemetry: providers.Provider[Any] = providers.Object(None)
     """An application's own OpenTelemetry providers (`AgentRuntime(tracer_provider=…)`)."""
     telemetry = providers.Singleton(factories.telemetry, loaded, closables, given_telemetry)
@@ -197,6 +217,7 @@ class Services(containers.DeclarativeContainer):
         redactor=adapters.redactor,
         hooks=adapters.hooks,
         mcp=adapters.mcp_hub,
+        mcp_asks=adapters.mcp_asks,
         skills=providers.Callable(_skills_of, adapters.knowledge),
         plan_modes=plan_modes,
         snapshots=adapters.snapshots,

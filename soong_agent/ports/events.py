@@ -33,6 +33,8 @@ from soong_agent.ports.extension_events import (
     HookFailed,
     HookRan,
     InstructionsLoaded,
+    McpElicitationEvent,
+    McpSamplingEvent,
     McpServerEvent,
     MemoryRecalled,
     MemoryRejected,
@@ -259,6 +261,8 @@ RunEvent = Annotated[
     | SandboxDenied
     | NetworkDenied
     | McpServerEvent
+    | McpElicitationEvent
+    | McpSamplingEvent
     | ContextMeasured
     | CompactionEvent
     | StuckDetected
@@ -326,6 +330,8 @@ __all__ = [
     "HookFailed",
     "HookRan",
     "InstructionsLoaded",
+    "McpElicitationEvent",
+    "McpSamplingEvent",
     "McpServerEvent",
     "MemberStatus",
     "MemoryRecalled",

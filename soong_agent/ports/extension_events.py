@@ -32,6 +32,37 @@ class McpServerEvent(EventBase):
     from_cache: bool = False
 
 
+class McpElicitationEvent(EventBase):
+    """An MCP server asked the user a question (`elicitation/create`, MCP-4) and what came of
+    it: `action` is ``accept``, ``decline`` or ``cancel`` (``decline`` too when nobody could be
+    asked: `reason` says so). `fields` names the form's fields (`url` in URL mode); the
+    answer's values are never recorded."""
+
+    type: Literal["mcp_elicitation"] = "mcp_elicitation"
+    server: str
+    mode: Literal["form", "url"]
+    message: str
+    fields: list[str] = Field(default_factory=no_items)
+    url: str | None = None
+    action: Literal["accept", "decline", "cancel"]
+    reason: str = ""
+
+
+class McpSamplingEvent(EventBase):
+    """An MCP server asked the run's model for a completion (`sampling/createMessage`,
+    MCP-4): ``answered`` (by `model`, its usage a `usage` event of the run) or ``declined``
+    (`reason`: a deny rule, the user, nobody to ask, no run). `prompt` is the start of the
+    last message the server sent (secrets scrubbed)."""
+
+    type: Literal["mcp_sampling"] = "mcp_sampling"
+    server: str
+    outcome: Literal["answered", "declined", "failed"]
+    messages: int
+    prompt: str = ""
+    model: str | None = None
+    reason: str = ""
+
+
 class HookRan(EventBase):
     """A hook command ran (or, `async`, was started in the background); `decision` is what it
     decided: none, block, allow, deny, update or continue."""

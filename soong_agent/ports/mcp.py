@@ -130,6 +130,7 @@ class SamplingRequest:
     messages: tuple[tuple[str, str], ...]
     system_prompt: str | None = None
     max_tokens: int = 1024
+    temperature: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +142,14 @@ class SamplingAnswer:
     stop_reason: str = "endTurn"
 
 
+class SamplingDeclined(Exception):
+    """A sampling request is not answered: the message says why in one line (a deny rule,
+    the user said no, nobody to ask, no run under way); the server gets it as the error."""
+
+
 Sampler = Callable[[SamplingRequest], Awaitable[SamplingAnswer | None]]
-"""Answers a sampling request once the user approved it; None: declined."""
+"""Answers a sampling request once the user approved it; None, or `SamplingDeclined` with
+the reason: declined."""
 
 
 @runtime_checkable

@@ -1209,6 +1209,13 @@ ROWS: list[Row] = [
         5.0,
     ),
     Effect(
+        "tools.mcp.sampling_profile",
+        merged(at("tools.mcp.sampling_profile", "small"), at("model_overrides.small.name", "s")),
+        built(lambda c: getattr(c.adapters.sampling_provider(), "label", "the run's model")),
+        "the run's model",
+        "openai s at https://api.openai.com/v1",
+    ),
+    Effect(
         "tools.defer_threshold",
         at("tools.defer_threshold", 1_000),
         ran(text("hi"), lambda o: "tool_search" in o.offered()),

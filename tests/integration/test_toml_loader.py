@@ -134,6 +134,7 @@ class TestLoadConfig:
             "compact",
             "memory_extract",
             "memory_recall",
+            "mcp_sampling",
         ]
 
     def test_env_vars_are_never_expanded(

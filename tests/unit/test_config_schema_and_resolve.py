@@ -274,6 +274,7 @@ class TestProfiles:
             "compact",
             "memory_extract",
             "memory_recall",
+            "mcp_sampling",
         ]
         by_purpose = {p.purpose: p for p in profiles}
         assert by_purpose["main"].model == config.model

@@ -25,6 +25,7 @@ from soong_agent.ports.mcp import (
     ElicitationRequest,
     Elicitor,
     Sampler,
+    SamplingDeclined,
     SamplingRequest,
 )
 
@@ -178,8 +179,12 @@ class ServerAsks:
             messages,
             system_prompt=params.system_prompt,
             max_tokens=params.max_tokens,
+            temperature=params.temperature,
         )
-        answer = await sampler(request)
+        try:
+            answer = await sampler(request)
+        except SamplingDeclined as exc:
+            return types.ErrorData(code=types.INVALID_REQUEST, message=f"sampling declined: {exc}")
         if answer is None:
             return types.ErrorData(
                 code=types.INVALID_REQUEST, message="sampling declined by the user"

@@ -112,6 +112,33 @@ def load_mcp_servers(home: Path, disabled: Sequence[str] = ()) -> list[McpServer
     return parse_mcp_servers(raw, source=str(path), disabled=disabled, environ=os.environ)
 
 
+def oauth_secret_names(home: Path) -> set[str]:
+    """The names of the variables `home/mcp.json` takes OAuth secrets from
+    (`oauth.client_secret_env`, `oauth.private_key_env`): their values are secrets the
+    runtime-wide scrubber hides and tools never get. Read leniently: a file that is missing or
+    cannot be read names none (`load_mcp_servers` reports what is wrong with it)."""
+    try:
+        raw = json.loads((home / "mcp.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return set()
+    names: set[str] = set()
+    if not isinstance(raw, dict):
+        return names
+    for key in ("mcp_servers", "mcpServers"):
+        servers = raw.get(key)
+        if not isinstance(servers, dict):
+            continue
+        for entry in servers.values():
+            oauth = entry.get("oauth") if isinstance(entry, dict) else None
+            if not isinstance(oauth, dict):
+                continue
+            for field_name in ("client_secret_env", "private_key_env"):
+                name = oauth.get(field_name)
+                if isinstance(name, str) and _ENV_NAME.fullmatch(name):
+                    names.add(name)
+    return names
+
+
 def parse_mcp_servers(
     raw: object,
     *,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from soong_agent.application.mcp.asking import RunAsking
 from soong_agent.application.mcp.tools import RunTools
 from soong_agent.application.runs.recorder import RunRecorder
 from soong_agent.ports.events import McpServerEvent
@@ -46,13 +47,20 @@ class McpRunLink:
         self._startup_timeout_s = startup_timeout_s
         self._waited = False
         self._detach: Callable[[], None] | None = None
+        self._leave: Callable[[], None] | None = None
+        self.asking: RunAsking | None = None
+        """What the run answers servers' sampling and elicitation requests with (MCP-4)
+        while it lasts; None: it answers none."""
 
     def attach(self, rec: RunRecorder) -> None:
-        """Start the servers (idempotent), record each one's state, follow its changes."""
+        """Start the servers (idempotent), record each one's state, follow its changes, and
+        answer what servers ask for this run."""
         self._hub.start()
         for health in self._hub.health():
             record_health(rec, health)
         self._detach = self._hub.add_listener(lambda health: record_health(rec, health))
+        if self.asking is not None:
+            self._leave = self.asking.enter()
 
     async def before_call(self) -> bool:
         """Wait for start-up once, then take in tool changes; True when the tools changed."""
@@ -65,3 +73,6 @@ class McpRunLink:
         if self._detach is not None:
             self._detach()
             self._detach = None
+        if self._leave is not None:
+            self._leave()
+            self._leave = None

@@ -51,14 +51,7 @@ from soong_agent.ports.model import SystemPart
 from soong_agent.ports.prompt import InstructionDoc
 from soong_agent.ports.storage import RunInfo, SessionInfo
 
-__all__ = [
-    "AssembledRun",
-    "ChildLinks",
-    "RunAssembler",
-    "RunPolicies",
-    "RunPorts",
-    "RunSpec",
-]
+__all__ = ["AssembledRun", "ChildLinks", "RunAssembler", "RunPolicies", "RunPorts", "RunSpec"]
 
 
 class ChildLinks(Protocol):
@@ -258,6 +251,10 @@ class RunAssembler:
             team=seat,
         )
         loop = self._loop(spec, said, pipeline, hooks, tool_context, seat)
+        if said.link is not None and ports.mcp_asks is not None:  # MCP-4
+            said.link.asking = ports.mcp_asks.for_run(
+                recorder, ports, self.policies.permissions, grants, spec.settings, loop.count_usage
+            )
         return AssembledRun(run=run, loop=loop, recorder=recorder)
 
     def _loop(

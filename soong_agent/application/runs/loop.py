@@ -336,6 +336,10 @@ class AgentLoop:
     def _now(self) -> float:
         return self._clock.monotonic() if self._clock is not None else 0.0
 
+    def count_usage(self, usage: Usage) -> None:
+        """Count usage spent outside the run's own calls (MCP sampling) in its budgets."""
+        self._model.usage = self._model.usage + usage
+
     def _own_spent(self) -> tuple[Usage, float | None]:
         usage = self._model.usage
         return usage, cost_usd(usage, self._settings.price)

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from soong_agent.application.hooks import HookPipeline
+from soong_agent.application.mcp.asking import McpAsks
 from soong_agent.application.permissions.plan_mode import PlanModes
 from soong_agent.application.runs.settings import LoopSettings
 from soong_agent.application.tools.background import BackgroundCommands
@@ -73,6 +74,9 @@ class RunPorts:
     telemetry: Telemetry | None = None
     """Traces and metrics of runs (OBS-1): it watches every event a run publishes; None (off:
     the default) costs nothing."""
+    mcp_asks: McpAsks | None = None
+    """Answers what MCP servers ask while a run works (sampling, elicitation; MCP-4): each
+    run with servers enters it; None: nothing is answered for runs."""
 
 
 @dataclass(frozen=True, slots=True)

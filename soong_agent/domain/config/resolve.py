@@ -19,12 +19,14 @@ MAIN = "main"
 COMPACT = "compact"
 MEMORY_EXTRACT = "memory_extract"
 MEMORY_RECALL = "memory_recall"
+MCP_SAMPLING = "mcp_sampling"
 
 #: Where each built-in purpose takes its profile from, as a config key path.
 PURPOSE_KEYS: dict[str, str] = {
     COMPACT: "compact.model_profile",
     MEMORY_EXTRACT: "memory.extract_model_profile",
     MEMORY_RECALL: "memory.recall_model_profile",
+    MCP_SAMPLING: "tools.mcp.sampling_profile",
 }
 
 
@@ -193,7 +195,8 @@ def _table_key(name: str) -> str:
 def resolve_all_profiles(
     config: SoongConfig, *, file: str = "config.toml"
 ) -> list[ResolvedProfile]:
-    """The profiles of the built-in purposes: main, compact, memory_extract, memory_recall.
+    """The profiles of the built-in purposes: main, compact, memory_extract, memory_recall,
+    mcp_sampling.
 
     Raises ConfigError for a profile name that `[model_overrides]` does not define; run it at
     start so that a bad reference fails then, not at first use.
@@ -203,6 +206,7 @@ def resolve_all_profiles(
         COMPACT: config.compact.model_profile,
         MEMORY_EXTRACT: config.memory.extract_model_profile,
         MEMORY_RECALL: config.memory.recall_model_profile,
+        MCP_SAMPLING: config.tools.mcp.sampling_profile,
     }
     for purpose, ref in refs.items():
         source = f"{file}: {PURPOSE_KEYS[purpose]}"

@@ -68,6 +68,9 @@ class McpToolsConfig(Section):
     """How long the first model request waits for servers still starting."""
     call_timeout_ms: int = Field(default=60_000, gt=0)
     """Time limit of one MCP tool call (a tool's override `timeout_ms` replaces it)."""
+    sampling_profile: str | None = None
+    """The `[model_overrides]` profile that answers a server's sampling requests (MCP-4);
+    unset: the model of the run the request arrives in."""
 
 
 class ToolOverride(Section):

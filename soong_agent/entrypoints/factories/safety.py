@@ -7,9 +7,10 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from soong_agent.ports.mcp import McpHub
+from soong_agent.ports.mcp import Elicitor, McpHub, Sampler
 from soong_agent.ports.ossandbox import SandboxPolicy
 from soong_agent.ports.process import ProcessRunner
 from soong_agent.ports.secrets import SecretRedactor
@@ -18,21 +19,28 @@ from soong_agent.ports.system import SecretSource
 from soong_agent.ports.web import FetchResult, WebFetcher
 
 if TYPE_CHECKING:
+    import httpx
+
     from soong_agent.adapters.config.toml_loader import LoadedConfig
     from soong_agent.adapters.netproxy import FilteringProxy
     from soong_agent.adapters.ossandbox.select import SandboxChoice
     from soong_agent.application.hooks import HookPipeline
+    from soong_agent.application.mcp.asking import McpAsks
+    from soong_agent.domain.config.resolve import ResolvedProfile
+    from soong_agent.ports.model import ModelProvider
 
 from soong_agent.entrypoints.factories.models import _import_httpx
 
 
 def secret_names(loaded: LoadedConfig) -> set[str]:
-    """Every variable a model profile reads its key from: never passed to tools."""
+    """Every variable a model profile reads its key from, and those `mcp.json` takes OAuth
+    client secrets and private keys from: never passed to tools, their values scrubbed."""
+    from soong_agent.adapters.mcp.config import oauth_secret_names
     from soong_agent.domain.config.schema import DEFAULT_KEY_ENVS
 
     names = {n for n in DEFAULT_KEY_ENVS.values() if n}
     names |= {p.model.resolved_key_env for p in loaded.profiles if p.model.resolved_key_env}
-    return names
+    return names | oauth_secret_names(loaded.home)
 
 
 def secret_redactor(loaded: LoadedConfig, secrets: SecretSource) -> SecretRedactor:
@@ -43,6 +51,45 @@ def secret_redactor(loaded: LoadedConfig, secrets: SecretSource) -> SecretRedact
     return SecretScrubber(secrets, secret_names(loaded))
 
 
+def sampling_provider(
+    loaded: LoadedConfig,
+    profile: ResolvedProfile,
+    client: Callable[[], httpx.AsyncClient],
+    secrets: SecretSource,
+) -> ModelProvider | None:
+    """The model of `[tools.mcp] sampling_profile` (MCP-4); None when it is unset (each run's
+    own model answers its servers' sampling requests)."""
+    from soong_agent.domain.config.resolve import MAIN
+    from soong_agent.entrypoints.factories.models import model_provider
+
+    if profile.name == MAIN:
+        return None
+    return model_provider(loaded, profile, client(), secrets)
+
+
+def mcp_asks(
+    loaded: LoadedConfig,
+    profile: ResolvedProfile,
+    provider: Callable[[], ModelProvider | None],
+    elicitor: Elicitor | None = None,
+    sampler: Sampler | None = None,
+) -> McpAsks:
+    """What answers MCP servers' sampling and elicitation requests for the runtime's runs
+    (MCP-4): `elicitor` asks the user (None: questions are declined), `sampler` answers
+    approved sampling requests instead of a model (an SDK program's), else
+    `sampling_profile`'s model (`provider`, made at the first request) or the run's own."""
+    from soong_agent.application.mcp.asking import McpAsks, SamplingModel
+
+    def model() -> SamplingModel | None:
+        made = provider()
+        if made is None:
+            return None
+        settings = profile.model
+        return SamplingModel(made, made.label, settings.price, settings.max_output_tokens)
+
+    return McpAsks(elicitor=elicitor, sampler=sampler, sampling_model=model)
+
+
 def mcp_hub(
     loaded: LoadedConfig,
     closables: list[Callable[[], Awaitable[None]]],
@@ -50,6 +97,7 @@ def mcp_hub(
     use_cache: bool = True,
     authorize: Callable[[str, str], Awaitable[None]] | None = None,
     startup_timeout_s: float | None = None,
+    asks: McpAsks | None = None,
 ) -> McpHub | None:
     """The MCP servers of `${SOONG_AGENT_HOME}/mcp.json` (MCP-1; a project cannot add any),
     read once at start: a bad file is a ConfigError naming the server and field. None when
@@ -57,6 +105,8 @@ def mcp_hub(
     `${SOONG_AGENT_HOME}/cache/mcp` for `discovery_cache_ttl_ms` (not with `use_cache=False`).
     OAuth tokens live in `${SOONG_AGENT_HOME}/mcp-auth`; `authorize(server, url)` takes a person
     through a login a server asks for (None: the server fails, needing `mcp login`).
+    `asks` answers servers' sampling and elicitation requests (None: declined); `roots/list`
+    answers the project and `tools.allowed_write_roots`.
     The servers start with the first run (or `start()`)."""
     from soong_agent.adapters.mcp import load_mcp_servers
 
@@ -74,10 +124,23 @@ def mcp_hub(
         cache_ttl_s=mcp.discovery_cache_ttl_ms / 1000,
         auth_home=loaded.home,
         authorize=authorize,
-        roots=[loaded.project],
+        elicitation=asks.elicit if asks is not None else None,
+        sampling=asks.sample if asks is not None else None,
+        roots=write_roots(loaded),
     )
     closables.append(hub.aclose)
     return hub
+
+
+def write_roots(loaded: LoadedConfig) -> list[Path]:
+    """The folders runs may write in: the project, then `tools.allowed_write_roots` (what
+    MCP servers are offered as roots, MCP-4)."""
+    roots = [Path(loaded.project)]
+    for root in loaded.config.tools.allowed_write_roots:
+        path = Path(root).expanduser()
+        if path.is_absolute() and path not in roots:
+            roots.append(path)
+    return roots
 
 
 def hook_pipeline(
