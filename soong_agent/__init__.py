@@ -38,6 +38,10 @@ _EXPORTS: dict[str, str] = {
     "PermissionDenied": "soong_agent.ports.errors",
     "SandboxViolation": "soong_agent.ports.errors",
     "BudgetExceeded": "soong_agent.ports.errors",
+    "ElicitationRequest": "soong_agent.ports.mcp",
+    "ElicitationAnswer": "soong_agent.ports.mcp",
+    "SamplingRequest": "soong_agent.ports.mcp",
+    "SamplingAnswer": "soong_agent.ports.mcp",
 }
 
 __all__ = [
@@ -46,6 +50,8 @@ __all__ = [
     "BudgetExceeded",
     "ConfigError",
     "Decision",
+    "ElicitationAnswer",
+    "ElicitationRequest",
     "FunctionTool",
     "Message",
     "MissingSecretError",
@@ -57,6 +63,8 @@ __all__ = [
     "RunError",
     "RunEvent",
     "RunResult",
+    "SamplingAnswer",
+    "SamplingRequest",
     "SandboxViolation",
     "SessionNotFound",
     "SessionStore",
@@ -88,6 +96,12 @@ if TYPE_CHECKING:
         UsageError,
     )
     from soong_agent.ports.events import RunEvent
+    from soong_agent.ports.mcp import (
+        ElicitationAnswer,
+        ElicitationRequest,
+        SamplingAnswer,
+        SamplingRequest,
+    )
     from soong_agent.ports.messages import Message
     from soong_agent.ports.model import ModelProvider, ModelRequest, ToolChoice
     from soong_agent.ports.storage import SessionStore

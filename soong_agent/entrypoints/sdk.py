@@ -26,6 +26,11 @@ if TYPE_CHECKING:  # kept out of the import of the SDK: `from soong_agent import
     from soong_agent.application.tools.function import FunctionTool
     from soong_agent.domain.permissions import PermissionMode
     from soong_agent.entrypoints.containers import SdkContainer
+    from soong_agent.entrypoints.mcp_callbacks import (
+        AuthorizeCallback,
+        ElicitationCallback,
+        SamplingCallback,
+    )
     from soong_agent.ports.messages import ImageBlock, Message
     from soong_agent.ports.model import ModelProvider, ToolChoice
     from soong_agent.ports.storage import RunInfo, SessionInfo, SessionStore
@@ -154,6 +159,16 @@ class AgentRuntime(QueueMethods):
             the application's current span; they are used even with `[telemetry] enabled =
             false` (then only they are: nothing of the runtime's own is exported), and the
             application flushes and shuts them down.
+        mcp_authorize: called with an MCP server's name and its OAuth authorization URL when
+            the server wants a login (MCP-3), instead of a browser; it (or the person it
+            sends there) completes the login, whose redirect comes back to the runtime.
+        elicitation: called with an `ElicitationRequest` when an MCP server asks the user a
+            question (MCP-4); returns an `ElicitationAnswer` (or an awaitable of one), checked
+            against the form's schema before it is sent. Without it questions are declined.
+        sampling: called with a `SamplingRequest` an MCP server sent, once the permission
+            rules or the `approval` callback allowed it (as tool ``mcp_sampling__<server>``),
+            instead of the run's model; returns a `SamplingAnswer` or None (declined).
+            Without it the run's model (or `[tools.mcp] sampling_profile`) answers.
 
     Raises:
         ConfigError: `config.toml` is missing or invalid.
@@ -176,6 +191,9 @@ class AgentRuntime(QueueMethods):
         ids: IdGenerator | None = None,
         tracer_provider: Any = None,
         meter_provider: Any = None,
+        mcp_authorize: AuthorizeCallback | None = None,
+        elicitation: ElicitationCallback | None = None,
+        sampling: SamplingCallback | None = None,
     ) -> None:
         from soong_agent.entrypoints.containers import SdkContainer
         from soong_agent.entrypoints.di import providers
@@ -203,6 +221,12 @@ class AgentRuntime(QueueMethods):
                 provider.override(providers.Object(value))
         if tracer_provider is not None or meter_provider is not None:
             adapters.given_telemetry.override(providers.Object((tracer_provider, meter_provider)))
+        if mcp_authorize is not None or elicitation is not None or sampling is not None:
+            from soong_agent.entrypoints.mcp_callbacks import give_mcp_callbacks
+
+            give_mcp_callbacks(
+                adapters, authorize=mcp_authorize, elicitation=elicitation, sampling=sampling
+            )
         self._container: SdkContainer = container
         self._own_model = model is None  # the config's main profile says what it can see
         self._runs: list[Run] = []

@@ -153,7 +153,13 @@ class ServerAsks:
         if elicitor is None:
             log.info("mcp server %r asked a question with nobody to answer: declined", self._server)
             return types.ElicitResult(action="decline")
-        answer: ElicitationAnswer = await elicitor(request)
+        try:
+            answer: ElicitationAnswer = await elicitor(request)
+        except Exception as exc:  # the asker's own failure: the server gets it as an error
+            log.warning("mcp server %r: its question could not be put: %s", self._server, exc)
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message=f"the question could not be put: {exc}"
+            )
         if answer.action != "accept" or schema is None:
             return types.ElicitResult(action=answer.action)
         content = with_defaults(schema, answer.content or {})
@@ -185,6 +191,9 @@ class ServerAsks:
             answer = await sampler(request)
         except SamplingDeclined as exc:
             return types.ErrorData(code=types.INVALID_REQUEST, message=f"sampling declined: {exc}")
+        except Exception as exc:  # the sampler's own failure: the server gets it as an error
+            log.warning("mcp server %r: sampling failed: %s", self._server, exc)
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"sampling failed: {exc}")
         if answer is None:
             return types.ErrorData(
                 code=types.INVALID_REQUEST, message="sampling declined by the user"
