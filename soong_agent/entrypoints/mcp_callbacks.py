@@ -82,7 +82,6 @@ def sampler(given: SamplingCallback) -> Callable[[SamplingRequest], Awaitable[An
 
 def give_mcp_callbacks(
     adapters: Any,
-    *,
     authorize: AuthorizeCallback | None = None,
     elicitation: ElicitationCallback | None = None,
     sampling: SamplingCallback | None = None,

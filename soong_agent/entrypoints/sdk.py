@@ -224,9 +224,7 @@ class AgentRuntime(QueueMethods):
         if mcp_authorize is not None or elicitation is not None or sampling is not None:
             from soong_agent.entrypoints.mcp_callbacks import give_mcp_callbacks
 
-            give_mcp_callbacks(
-                adapters, authorize=mcp_authorize, elicitation=elicitation, sampling=sampling
-            )
+            give_mcp_callbacks(adapters, mcp_authorize, elicitation, sampling)
         self._container: SdkContainer = container
         self._own_model = model is None  # the config's main profile says what it can see
         self._runs: list[Run] = []
