@@ -289,6 +289,16 @@ async def test_any_non_public_address_refuses_the_host(site: Listener) -> None:
     assert site.hits == []
 
 
+async def test_a_listed_name_never_leads_to_the_metadata_service() -> None:
+    """A name in allowed_hosts may resolve to a private address (a company registry), but a
+    link-local one (169.254.169.254, the cloud metadata service) only when that address itself
+    is listed: whoever controls the name's DNS does not get the metadata."""
+    dns = fake_dns({"pkg.example.test": ["169.254.169.254"]})
+    by_name = fetcher(hosts=["pkg.example.test"], resolver=dns)
+    with pytest.raises(PermissionDenied, match=r"link-local address; list '169\.254\.169\.254'"):
+        await get(by_name, "http://pkg.example.test/latest/meta-data/")
+
+
 async def test_lookalike_domain_is_not_a_subdomain(site: Listener) -> None:
     asked: list[str] = []
     dns = fake_dns({"evilexample.test": ["127.0.0.1"], "example.test": ["127.0.0.1"]}, asked)

@@ -83,11 +83,15 @@ class NetworkAllowList:
         host_listed = self.listed(host, port)
         for ip in found:
             reason = non_public_reason(ip)
-            if reason is None or host_listed or self.listed(str(ip), port):
+            if reason is None or self.listed(str(ip), port):
+                continue
+            # a listed name may lead to a private or loopback address (a company registry),
+            # never to a link-local one (the cloud metadata service): that takes its address
+            if host_listed and reason != "link-local":
                 continue
             raise PermissionDenied(
                 f"network access to {shown} is not allowed: it resolves to {ip}, a {reason} "
-                f"address; list {host!r} (or {str(ip)!r}) in tools.network.allowed_hosts "
+                f"address; list {_to_list(host, ip, reason)} in tools.network.allowed_hosts "
                 "to reach it"
             )
         return found
@@ -108,3 +112,10 @@ class NetworkAllowList:
         if not addresses:
             raise ToolInputError(f"cannot resolve {host}: no addresses")
         return addresses
+
+
+def _to_list(host: str, ip: IPAddress, reason: str) -> str:
+    """What an allow-list entry must name to reach `ip` through `host`."""
+    if reason == "link-local":
+        return repr(str(ip))
+    return f"{host!r} (or {str(ip)!r})"
