@@ -286,5 +286,10 @@ async def test_a_run_taken_over_by_a_second_worker_is_one_trace(
     assert [s.attributes["soong_agent.run.status"] for s in attempts] == ["cancelled", "completed"]
     assert {s.trace_id for s in spans} == {submitted.trace_id}  # one trace
     assert [s.parent_span_id for s in attempts] == [submitted.span_id] * 2
+    cut = max(
+        (s for s in spans if s.parent_span_id == attempts[0].span_id and s.name.startswith("chat")),
+        key=lambda s: s.start_ns,
+    )
+    assert "gen_ai.response.finish_reasons" not in cut.attributes  # cut off, not finished
     [waited] = receiver.metric("soong_agent.queue.claim_latency")
     assert waited.count == 1 and waited.attributes["soong_agent.worker"] == "dead"

@@ -52,6 +52,8 @@ log = logging.getLogger(__name__)
 _DURING_CALL = (TextDeltaEvent, ThinkingDeltaEvent, UsageEvent, ModelRetry)
 """What a model call publishes while its answer streams: these do not end its `chat` span."""
 _CUT_ANSWER = "the answer hit the output token limit"
+_FINISH = {"completed": "stop", "failed": "error"}
+"""The last answer's finish reason by the run's end (None: cut off, not finished)."""
 
 
 def model_of(label: str) -> tuple[str, str]:
@@ -146,7 +148,9 @@ class RunSpans:
         chat = self._chat
         if chat is not None and chat.ended_at is None and not isinstance(event, _DURING_CALL):
             chat.ended_at = event.at  # the answer is complete: the call ended by now
-            self._m.duration.record(max(0.0, event.at - chat.started), self._model_attrs(chat))
+            cut = isinstance(event, RunFinished) and event.status != "completed"
+            if not cut:  # (a call the run's end cut off is not timed)
+                self._m.duration.record(max(0.0, event.at - chat.started), self._model_attrs(chat))
         handler = self._handlers.get(type(event))
         if handler is not None:
             handler(event)
@@ -207,8 +211,7 @@ class RunSpans:
     def _finished(self, event: RunFinished) -> None:
         assert self._run is not None
         if self._chat is not None:
-            reason = "length" if event.reason == _CUT_ANSWER else "stop"
-            self._end_chat("error" if event.status == "failed" else reason)
+            self._end_chat(_FINISH.get(event.status) if event.reason != _CUT_ANSWER else "length")
         self._steps.end_all(event.at)
         u = event.usage
         attributes: dict[str, Any] = {
