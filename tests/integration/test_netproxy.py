@@ -6,13 +6,17 @@ recorded for the command whose token the connection carried."""
 from __future__ import annotations
 
 import base64
+import hashlib
+import os
 import socket
 import struct
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from soong_agent.adapters.netproxy import UNKNOWN_COMMAND, FilteringProxy, proxy_env
+from soong_agent.adapters.netproxy import UNKNOWN_COMMAND, FilteringProxy, proxy_env, tunnel
 from soong_agent.adapters.web.allowlist import NetworkAllowList
 from soong_agent.domain.config.tool_sections import NetworkConfig, SandboxConfig
 from tests.support.loopback_sites import PAGE, Site, static_site
@@ -24,14 +28,60 @@ def site() -> Iterator[Site]:
         yield running
 
 
-def _proxy(site: Site, **resolved: list[str]) -> FilteringProxy:
+class EchoServer:
+    """A loopback server that reads each connection to its end (the client's half-close),
+    then sends back everything it read and closes."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.connections: list[threading.Thread] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            worker = threading.Thread(target=self._echo, args=(conn,), daemon=True)
+            self.connections.append(worker)
+            worker.start()
+
+    @staticmethod
+    def _echo(conn: socket.socket) -> None:
+        with conn:
+            received = bytearray()
+            while chunk := conn.recv(1048576):
+                received += chunk
+            conn.sendall(received)
+
+    def close(self) -> None:
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join()
+        for worker in self.connections:
+            worker.join(30)
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoServer]:
+    server = EchoServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _proxy(site: Site, *, extra: tuple[str, ...] = (), **resolved: list[str]) -> FilteringProxy:
     async def resolver(host: str) -> list[str]:
         if host in resolved:
             return resolved[host]
         raise OSError(-2, "Name or service not known")
 
     gate = NetworkAllowList(
-        allowed_hosts=[f"127.0.0.1:{site.port}"],
+        allowed_hosts=[f"127.0.0.1:{site.port}", *extra],
         allowed_domains=["intranet.test", "public.test"],
         resolver=resolver,
     )
@@ -182,3 +232,111 @@ def test_allowlist_is_the_default_network_when_tools_network_lists_anything() ->
     assert SandboxConfig(network=False).command_network(listed) is False
     assert SandboxConfig(network=True).command_network(listed) is True
     assert SandboxConfig(network="allowlist").command_network(NetworkConfig()) == "allowlist"
+
+
+def _send_all_then_read(port: int, data: bytes) -> bytes:
+    """Send `data` in one write, end the sending (half-close), read the answer to its end."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(1048576):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+@pytest.mark.parametrize("relay", ["splice", "streams"])
+def test_bytes_sent_with_the_head_reach_the_server_and_half_close_is_passed_on(
+    site: Site, echo: EchoServer, relay: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that sends its request and what follows in one write: the proxy has read
+    the rest with the head before the tunnel starts, and must pass it on, then the client's
+    end of sending (the echo server answers only after it). Also through the streams relay
+    used where the unread bytes cannot be taken from asyncio."""
+    if relay == "streams":
+
+        def cannot(reader: object) -> bytes:
+            raise RuntimeError("no _buffer here")
+
+        monkeypatch.setattr(tunnel, "unread_bytes", cannot)
+    proxy = _proxy(site, extra=(f"127.0.0.1:{echo.port}",))
+    body = os.urandom(300_000)  # more than one read of the head phase
+    try:
+        port = proxy.start().port
+        post = (
+            f"POST http://127.0.0.1:{echo.port}/upload HTTP/1.1\r\nHost: x\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        echoed = _send_all_then_read(port, post + body)
+        assert echoed.startswith(b"POST /upload HTTP/1.1\r\n")  # the head, forwarded
+        assert b"Connection: close\r\n\r\n" in echoed
+        assert echoed.endswith(body)
+
+        connect = f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n\r\n".encode()
+        tunneled = _send_all_then_read(port, connect + body)
+        assert tunneled == b"HTTP/1.1 200 Connection established\r\n\r\n" + body
+
+        target = b"\x05\x01\x00\x01" + socket.inet_aton("127.0.0.1") + struct.pack(">H", echo.port)
+        socks = _send_all_then_read(port, b"\x05\x01\x00" + target + body)
+        assert socks == b"\x05\x00" + bytes([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]) + body
+    finally:
+        proxy.close()
+
+
+def test_a_large_transfer_arrives_whole_both_ways(site: Site, echo: EchoServer) -> None:
+    proxy = _proxy(site, extra=(f"127.0.0.1:{echo.port}",))
+    payload = os.urandom(24 * 1048576)
+    try:
+        port = proxy.start().port
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            sock.sendall(f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n\r\n".encode())
+            assert sock.recv(100) == b"HTTP/1.1 200 Connection established\r\n\r\n"
+            sender = threading.Thread(target=lambda: (sock.sendall(payload), sock.shutdown(1)))
+            sender.start()
+            digest, size = hashlib.sha256(), 0
+            while chunk := sock.recv(1048576):
+                digest.update(chunk)
+                size += len(chunk)
+            sender.join()
+        assert size == len(payload)
+        assert digest.digest() == hashlib.sha256(payload).digest()
+    finally:
+        proxy.close()
+
+
+def _open_fds() -> dict[str, str]:
+    """This process's open descriptors and what they are (not the one listing them)."""
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:
+            continue  # the listing's own, closed by now
+    return found
+
+
+def test_close_ends_open_tunnels_and_leaves_no_thread_or_descriptor(
+    site: Site, echo: EchoServer
+) -> None:
+    before = _open_fds()
+    proxy = _proxy(site, extra=(f"127.0.0.1:{echo.port}",))
+    port = proxy.start().port
+    clients = []
+    try:
+        for _ in range(3):  # tunnels in the middle of their work: the server waits for the end
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            clients.append(sock)
+            sock.sendall(f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n\r\nsome bytes".encode())
+            assert sock.recv(100) == b"HTTP/1.1 200 Connection established\r\n\r\n"
+        assert proxy.open_connections == 3
+    finally:
+        proxy.close()
+    for sock in clients:
+        assert sock.recv(100) == b""  # the proxy ended the tunnel
+        sock.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("soong-netproxy")]
+    deadline = time.monotonic() + 10  # the echo server's side closes on its own thread
+    while _open_fds().keys() - before.keys() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    now = _open_fds()
+    assert {fd: now[fd] for fd in now.keys() - before.keys()} == {}

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from soong_agent.adapters.netproxy.tunnel import detach, relay
 from soong_agent.adapters.netproxy.wire import (
     ATYP_IPV4,
     ATYP_IPV6,
@@ -42,7 +43,8 @@ from soong_agent.ports.errors import PermissionDenied, SoongAgentError
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Record = Callable[[str | None, str, int, str], None]
 """Called with (token, host, port, reason) for each refused target."""
-CHUNK = 262144
+STREAM_CHUNK = 262144
+"""The most bytes read at once where the relay goes through asyncio streams."""
 
 
 class ConnectGate(Protocol):
@@ -93,10 +95,8 @@ class ClientHandler:
             with contextlib.suppress(OSError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _open(
-        self, host: str, port: int, token: str | None
-    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """A connection to an allowed, checked address of `host:port`, or _Refused."""
+    async def _open(self, host: str, port: int, token: str | None) -> socket.socket:
+        """A connected socket to an allowed, checked address of `host:port`, or _Refused."""
         try:
             found = await self._gate.addresses(host, port)
         except PermissionDenied as exc:
@@ -105,16 +105,24 @@ class ClientHandler:
         except SoongAgentError as exc:
             raise _Refused(str(exc), denied=False) from None
         problem = f"no address of {host}"
+        loop = asyncio.get_running_loop()
         for ip in found:
+            family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setblocking(False)
             try:
-                return await asyncio.wait_for(
-                    asyncio.open_connection(str(ip), port, limit=CHUNK),
-                    self._connect_timeout_s,
+                await asyncio.wait_for(
+                    loop.sock_connect(sock, (str(ip), port)), self._connect_timeout_s
                 )
+                return sock
             except TimeoutError:
                 problem = f"connecting to {ip} port {port} timed out"
             except OSError as exc:
                 problem = f"connecting to {ip} port {port} failed: {exc.strerror or exc}"
+            except BaseException:
+                sock.close()
+                raise
+            sock.close()
         raise _Refused(problem, denied=False)
 
     async def _http(
@@ -130,7 +138,7 @@ class ClientHandler:
             writer.write(http_reply(400, "Bad Request", f"soong-agent proxy: {exc}"))
             return
         try:
-            up_reader, up_writer = await self._open(request.host, request.port, request.token)
+            upstream = await self._open(request.host, request.port, request.token)
         except _Refused as exc:
             if exc.denied:
                 writer.write(http_reply(403, "Forbidden", f"soong-agent proxy: {exc}"))
@@ -141,12 +149,11 @@ class ClientHandler:
             if request.connect:
                 writer.write(CONNECTED)
             else:
-                up_writer.write(request.forward)
-            await _relay(reader, writer, up_reader, up_writer)
-        finally:
-            up_writer.close()
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                await up_writer.wait_closed()
+                await asyncio.get_running_loop().sock_sendall(upstream, request.forward)
+        except BaseException:
+            upstream.close()
+            raise
+        await _relay(reader, writer, upstream)
 
     async def _socks(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         timeout = self._head_timeout_s
@@ -190,42 +197,53 @@ class ClientHandler:
             writer.write(socks_reply(SOCKS_ADDRESS_UNSUPPORTED))
             return
         try:
-            up_reader, up_writer = await self._open(host, port, token)
+            upstream = await self._open(host, port, token)
         except _Refused as exc:
             writer.write(socks_reply(SOCKS_NOT_ALLOWED if exc.denied else SOCKS_HOST_UNREACHABLE))
             return
-        try:
-            writer.write(socks_reply(SOCKS_OK))
-            await _relay(reader, writer, up_reader, up_writer)
-        finally:
-            up_writer.close()
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                await up_writer.wait_closed()
+        writer.write(socks_reply(SOCKS_OK))
+        await _relay(reader, writer, upstream)
+
+
+async def _relay(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, upstream: socket.socket
+) -> None:
+    """Relay between the client and the connected `upstream` until both are done (each
+    side's end passed on), then close `upstream`: in the kernel (`tunnel.relay`) once the
+    client's socket is out of asyncio, else (a Python whose StreamReader `tunnel.detach`
+    cannot take the unread bytes from) through asyncio streams."""
+    try:
+        detached = await detach(reader, writer)
+    except RuntimeError:
+        detached = None
+        fallback = True
+    except BaseException:
+        upstream.close()
+        raise
+    else:
+        fallback = False
+    if detached is not None:
+        client, pending = detached
+        await relay(client, upstream, pending)
+        return
+    if not fallback:  # the client went away meanwhile
+        upstream.close()
+        return
+    up_reader, up_writer = await asyncio.open_connection(sock=upstream, limit=STREAM_CHUNK)
+    try:
+        await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+    finally:
+        up_writer.close()
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            await up_writer.wait_closed()
 
 
 async def _copy(source: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
     try:
-        while data := await source.read(CHUNK):
+        while data := await source.read(STREAM_CHUNK):
             target.write(data)
             await target.drain()
         if target.can_write_eof():
             target.write_eof()
     except (ConnectionError, OSError):
         target.transport.abort()
-
-
-async def _relay(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    up_reader: asyncio.StreamReader,
-    up_writer: asyncio.StreamWriter,
-) -> None:
-    """Copy both ways until both sides are done (each side's end is passed on)."""
-    for stream in (writer, up_writer):
-        # a deeper write buffer: fewer pauses in drain() on a fast download
-        stream.transport.set_write_buffer_limits(high=4 * CHUNK)
-        sock = stream.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))

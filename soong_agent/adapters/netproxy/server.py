@@ -279,5 +279,10 @@ class FilteringProxy:
         self._connections.add(task)
         try:
             await self._handler(reader, writer)
+        except asyncio.CancelledError:
+            if self._stopping is None or not self._stopping.is_set():
+                raise
+            # `close` ended it; ending quietly, as Python 3.11's start_server logs a client
+            # task that ends cancelled as an error
         finally:
             self._connections.discard(task)
