@@ -7,6 +7,7 @@ scrubbed."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -293,3 +294,36 @@ async def test_a_run_taken_over_by_a_second_worker_is_one_trace(
     assert "gen_ai.response.finish_reasons" not in cut.attributes  # cut off, not finished
     [waited] = receiver.metric("soong_agent.queue.claim_latency")
     assert waited.count == 1 and waited.attributes["soong_agent.worker"] == "dead"
+
+
+def test_bad_telemetry_settings_are_refused_naming_them(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from soong_agent import ConfigError
+
+    home = home_with(tmp_path, '[telemetry]\nenabled = true\nendpoint = "collector:4318"\n')
+    with pytest.raises(ConfigError, match=r"telemetry\.endpoint.*http:// or https://"):
+        AgentRuntime(project_dir=project, home=home, model=scripted())
+    home = home_with(tmp_path, "[telemetry]\nenabled = true\n")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    runtime = AgentRuntime(project_dir=project, home=home, model=scripted())
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL: expected"):
+        runtime._container.adapters.telemetry()
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+    # without the otel extra: said, with how to install it
+    monkeypatch.setitem(sys.modules, "soong_agent.adapters.telemetry.exporters", None)
+    runtime = AgentRuntime(project_dir=project, home=home, model=scripted())
+    with pytest.raises(ConfigError, match=r"pip install 'soong-agent\[otel\]'"):
+        runtime._container.adapters.telemetry()
+
+
+async def test_the_otel_variables_say_where_to_send(
+    tmp_path: Path, project: Path, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "from-the-environment")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "team=garden,region=eu")
+    await run_once(home_with(tmp_path, "[telemetry]\nenabled = true\n"), project)
+    [root] = [s for s in receiver.spans if s.name == "invoke_agent soong-agent"]
+    assert root.resource["service.name"] == "from-the-environment"
+    assert (root.resource["team"], root.resource["region"]) == ("garden", "eu")
