@@ -94,3 +94,24 @@ def test_sandbox_check_shows_the_network_mode_the_list_and_the_proxy(
     assert 'sandbox.network = "allowlist" (default, from tools.network)' in result.stdout
     assert f"127.0.0.1:{allowed.port}" in result.stdout
     assert "proxy: works, listening on 127.0.0.1:" in result.stdout
+
+
+def test_under_landlock_the_allow_list_is_taken_only_when_set(
+    world: CliWorld, sites: tuple[Site, Site]
+) -> None:
+    """Landlock lets a command reach the proxy's port on any address: the unset default is
+    no network there, said by `sandbox check`, and a command gets nothing."""
+    allowed, _ = sites
+    configure(world, allowed)
+    broken = world.home.parent / "broken-bwrap"  # bubblewrap fails here: Landlock is the best
+    broken.mkdir()
+    (broken / "bwrap").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    (broken / "bwrap").chmod(0o755)
+    world.env["PATH"] = f"{broken}:{world.env['PATH']}"
+    checked = world.run("sandbox", "check")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "sandbox.network = false (none) (default under Landlock" in checked.stdout
+    calls(world, f"curl -sS --max-time 5 {allowed.url}/")
+    result = world.run("run", "fetch it")
+    assert result.returncode == 0, result.stderr
+    assert allowed.accepted == []

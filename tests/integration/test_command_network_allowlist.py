@@ -28,6 +28,7 @@ from soong_agent.adapters.ossandbox.config import command_tmp_dir, policy_for_co
 from soong_agent.adapters.process import SubprocessRunner
 from soong_agent.adapters.web.allowlist import NetworkAllowList
 from soong_agent.domain.config.schema import ToolsConfig
+from soong_agent.domain.config.tool_sections import NetworkConfig, SandboxConfig
 from soong_agent.ports.ossandbox import CommandSandbox, SandboxPolicy
 from soong_agent.ports.process import ProcessResult
 from tests.support.loopback_sites import PAGE, WHEEL_NAME, Site, git_site, static_site
@@ -249,3 +250,13 @@ async def test_nothing_is_left_once_the_proxy_is_closed(world: World, allowed: S
         if address.unix_path.encode() in cmdline:
             leftover.append(pid)
     assert leftover == []
+
+
+def test_the_allow_list_is_the_default_under_bubblewrap_only() -> None:
+    """Landlock cannot keep a command from the proxy's port on another address: there an unset
+    sandbox.network is false (no network), and the allow-list is taken only when it is set."""
+    listed = NetworkConfig(allowed_hosts=["pypi.org"])
+    assert SandboxConfig().command_network(listed, "bubblewrap") == "allowlist"
+    assert SandboxConfig().command_network(listed, "landlock") is False
+    assert SandboxConfig(network="allowlist").command_network(listed, "landlock") == "allowlist"
+    assert SandboxConfig().command_network(NetworkConfig(), "bubblewrap") is False

@@ -156,10 +156,16 @@ class SandboxConfig(Section):
     ``tools.network``, through the filtering proxy. Unset: ``"allowlist"`` when
     ``tools.network`` lists a host or a domain, else ``false`` (`command_network`)."""
 
-    def command_network(self, allowed: NetworkConfig) -> CommandNetwork:
+    def command_network(
+        self, allowed: NetworkConfig, mechanism: str | None = None
+    ) -> CommandNetwork:
         """`network`, or when it is unset the default: ``"allowlist"`` when `allowed` lists
         anything (the user named hosts tools may reach: commands may reach them too, and
-        nothing else), ``false`` otherwise."""
+        nothing else), ``false`` otherwise — and ``false`` under Landlock (`mechanism`), which
+        cannot keep a command from the proxy's port on another address (bubblewrap's network
+        namespace can): there the allow-list is taken only when it is set."""
         if self.network is not None:
             return self.network
-        return "allowlist" if allowed.allowed_hosts or allowed.allowed_domains else False
+        if not (allowed.allowed_hosts or allowed.allowed_domains):
+            return False
+        return False if mechanism == "landlock" else "allowlist"

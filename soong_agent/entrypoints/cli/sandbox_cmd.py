@@ -92,9 +92,15 @@ def render_network(loaded: LoadedConfig, probe: SandboxProbe, current: SandboxMo
     its own at its first command, on another port)."""
     config = loaded.config
     allowed = config.tools.network
-    mode = config.sandbox.command_network(allowed)
+    mechanism = probe.best if current != "off" else None
+    mode = config.sandbox.command_network(allowed, mechanism)
     shown = {True: "true (any host)", False: "false (none)", "allowlist": '"allowlist"'}[mode]
     origin = "set" if config.sandbox.network is not None else "default, from tools.network"
+    if origin != "set" and not mode and config.sandbox.command_network(allowed) == "allowlist":
+        origin = (
+            "default under Landlock, which cannot keep commands from the proxy's port on "
+            'other addresses; set sandbox.network = "allowlist" to take the allow-list anyway'
+        )
     lines = [f"network of commands: sandbox.network = {shown} ({origin})"]
     hosts = ", ".join(allowed.allowed_hosts) or "(none)"
     domains = ", ".join(allowed.allowed_domains) or "(none)"
@@ -154,7 +160,9 @@ def check_sandbox(*, path: str | None, mode: str | None = None) -> int:
             agent_home=str(loaded.home),
             session_db=loaded.config.context.session_db_path,
             tmp_dir=command_tmp_dir(),
-            network=loaded.config.sandbox.command_network(loaded.config.tools.network),
+            network=loaded.config.sandbox.command_network(
+                loaded.config.tools.network, probe.best if current != "off" else None
+            ),
         )
         lines += render_policy(policy)
         lines += render_network(loaded, probe, current)

@@ -231,8 +231,9 @@ def command_sandboxing(
     network = config.sandbox.command_network(config.tools.network)
     proxy = network_proxy(loaded) if network == "allowlist" and config.sandbox.os != "off" else None
     choice = choose_sandbox(config.sandbox.os, proxy=proxy)
-    if choice.sandbox.unsandboxed:
-        proxy = None  # nothing confines the command: it has the host's network
+    network = config.sandbox.command_network(config.tools.network, choice.sandbox.mechanism)
+    if choice.sandbox.unsandboxed or network != "allowlist":
+        proxy = None  # nothing confines the command (it has the host's network), or no proxy
     elif proxy is not None and closables is not None:
         closables.append(proxy.aclose)
     policy = policy_for_config(

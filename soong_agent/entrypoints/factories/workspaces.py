@@ -84,7 +84,9 @@ class WorktreeWorkspaces:
             agent_home=str(loaded.home),
             session_db=config.context.session_db_path,
             tmp_dir=command_tmp_dir(),
-            network=config.sandbox.command_network(config.tools.network),
+            network=config.sandbox.command_network(
+                config.tools.network, sandboxing.choice.sandbox.mechanism
+            ),
         )
         runner = SubprocessRunner(sandbox=sandboxing.choice.sandbox, policy=policy)
         env, secrets = dict(os.environ), secret_names(loaded)
