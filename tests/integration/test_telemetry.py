@@ -18,7 +18,7 @@ from soong_agent.application.workers.queued import start_queued
 from soong_agent.ports.model import ModelRequest
 from soong_agent.ports.streaming import Usage
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
-from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.support.otlp_receiver import GrpcOtlpReceiver, OtlpReceiver, ReceivedSpan
 
 SECRET = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 USER_WORDS = "please-tidy-the-garden-notes"
@@ -327,3 +327,15 @@ async def test_the_otel_variables_say_where_to_send(
     [root] = [s for s in receiver.spans if s.name == "invoke_agent soong-agent"]
     assert root.resource["service.name"] == "from-the-environment"
     assert (root.resource["team"], root.resource["region"]) == ("garden", "eu")
+
+
+async def test_otlp_over_grpc(tmp_path: Path, project: Path) -> None:
+    receiver = GrpcOtlpReceiver()
+    try:
+        config = telemetry_on(receiver).replace("[telemetry]\n", '[telemetry]\nprotocol = "grpc"\n')
+        await run_once(home_with(tmp_path, config), project)
+        names = {s.name for s in receiver.spans}
+        assert {"invoke_agent soong-agent", "execute_tool write_file", "chat test-model"} <= names
+        assert receiver.metric("soong_agent.runs")
+    finally:
+        receiver.close()

@@ -1,8 +1,9 @@
-"""An OTLP/HTTP receiver on loopback (OBS-1 tests): it takes what an OpenTelemetry exporter
-POSTs to `/v1/traces` and `/v1/metrics`, decodes the protobuf payloads with
-`opentelemetry-proto`, and keeps both the raw bodies (to look for text that must not be sent)
-and the decoded spans and data points. Like a collector it refuses a body that is not a valid
-export request (400) and any other path (404)."""
+"""OTLP receivers on loopback (OBS-1 tests). `OtlpReceiver` takes what an OpenTelemetry
+exporter POSTs to `/v1/traces` and `/v1/metrics` (OTLP/HTTP), `GrpcOtlpReceiver` what it sends
+to the collector's gRPC services; both decode the protobuf payloads with `opentelemetry-proto`
+and keep the raw bodies (to look for text that must not be sent) and the decoded spans and
+data points. Like a collector, the HTTP one refuses a body that is not a valid export request
+(400), another content type (415) and any other path (404)."""
 
 from __future__ import annotations
 
@@ -193,3 +194,38 @@ class OtlpReceiver:
             key = tuple(sorted((k, str(v)) for k, v in p.attributes.items()))
             latest[key] = p
         return list(latest.values())
+
+
+class GrpcOtlpReceiver(OtlpReceiver):
+    """The same, as the collector's OTLP/gRPC services; `endpoint` is ``http://127.0.0.1:PORT``."""
+
+    def __init__(self) -> None:  # (not the HTTP server: a gRPC one)
+        from concurrent.futures import ThreadPoolExecutor
+
+        import grpc
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        self.received = Received()
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: Any, context: Any) -> ExportTraceServiceResponse:
+                receiver._traces(request.SerializeToString())
+                return ExportTraceServiceResponse()
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            def Export(self, request: Any, context: Any) -> ExportMetricsServiceResponse:
+                receiver._metrics(request.SerializeToString())
+                return ExportMetricsServiceResponse()
+
+        self._grpc = grpc.server(ThreadPoolExecutor(max_workers=2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._grpc)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._grpc)
+        port = self._grpc.add_insecure_port("127.0.0.1:0")
+        self._grpc.start()
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    def close(self) -> None:
+        self._grpc.stop(grace=None)
