@@ -14,7 +14,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TextIO
 
 from soong_agent.ports.approval import ApprovalRequest, Decision, PlanReview, printable
@@ -208,6 +208,26 @@ class TerminalApprover:
                 self._exhausted = True
                 return PlanReview(approved=False)
             return PlanReview(approved=False, note=note.strip())
+
+    @contextlib.asynccontextmanager
+    async def holding(self) -> AsyncIterator[Callable[[str], Awaitable[str | None]]]:
+        """The terminal for several questions in a row (an MCP server's form, MCP-4): yields
+        `ask(text)`, which shows `text` and returns the next line typed, without its line end
+        (None once stdin is closed). No other question is put meanwhile."""
+        async with self._lock:
+
+            async def ask(text: str) -> str | None:
+                self._write(text)
+                line = None if self._exhausted else await self._next_line()
+                if line is None:
+                    self._exhausted = True
+                    self._write("(no answer: stdin is closed)\n")
+                    return None
+                if self._stdin is not None and not self._stdin.isatty():
+                    self._write(f"{line.strip()}\n")
+                return line.rstrip("\r\n")
+
+            yield ask
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         async with self._lock:  # one question at a time on one terminal

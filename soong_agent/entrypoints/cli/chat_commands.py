@@ -59,14 +59,17 @@ class ChatRuntime:
 
     def _build(self) -> None:
         from soong_agent.entrypoints.cli.approve_modes import approver_for
+        from soong_agent.entrypoints.cli.elicitation import with_questions
         from soong_agent.entrypoints.cli.overrides import with_model
         from soong_agent.entrypoints.containers import CliContainer
 
         renderer = self._renderer
         self.loaded = with_model(self._base, self.model) if self.model else self._base
-        self.container: CliContainer = CliContainer(
-            loaded=self.loaded,
-            approver=approver_for("ask", write=renderer.prompt, clean=renderer.clean),
+        self.container: CliContainer = with_questions(  # MCP-4: a server's questions
+            CliContainer(
+                loaded=self.loaded,
+                approver=approver_for("ask", write=renderer.prompt, clean=renderer.clean),
+            )
         )
         self.service: RunService = self.container.services.run_service()
         renderer.use_redactor(self.container.adapters.redactor())

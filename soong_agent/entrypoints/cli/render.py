@@ -14,6 +14,8 @@ from soong_agent.ports.events import (
     ErrorEvent,
     HookFailed,
     InstructionsLoaded,
+    McpElicitationEvent,
+    McpSamplingEvent,
     McpServerEvent,
     MemoryRejected,
     ModelRetry,
@@ -176,6 +178,13 @@ def _call_line(event: RunEvent) -> str | None:
             return f"● {call_preview(event.name, event.arguments)}"
         case McpServerEvent():
             return mcp_line(event)
+        case McpSamplingEvent():
+            said = f" ({_first_line(event.reason, 120)})" if event.reason else ""
+            return f"  ⇄ mcp {event.server} sampling: {event.outcome}{said}"
+        case McpElicitationEvent():
+            said = f" ({_first_line(event.reason, 120)})" if event.reason else ""
+            asked = _first_line(event.message, 80)
+            return f"  ? mcp {event.server} asked: {asked} -> {event.action}{said}"
         case MemoryRejected():
             return f"  ✗ memory {event.name!r} not kept: {'; '.join(event.reasons)}"
         case InstructionsLoaded():

@@ -18,6 +18,7 @@ from soong_agent.entrypoints.cli.common import (
     guarded,
     tolerant_streams,
 )
+from soong_agent.entrypoints.cli.elicitation import with_questions
 from soong_agent.entrypoints.cli.overrides import Overrides
 from soong_agent.entrypoints.cli.render import Renderer
 from soong_agent.ports.errors import UsageError
@@ -145,7 +146,7 @@ async def _run(
     approver = approver_for(choices.approve, write=renderer.prompt, clean=renderer.clean)
     loaded = choices.overrides.applied(load(path, None))
     blocks = read_images(choices.images, loaded)  # (before anything starts: a bad file, exit 2)
-    container = CliContainer(loaded=loaded, approver=approver)
+    container = with_questions(CliContainer(loaded=loaded, approver=approver), choices.output)
     _set_up_sandboxing_meanwhile(container, loaded)
     try:
         if choices.resume_latest:
