@@ -10,6 +10,8 @@ import hashlib
 import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -340,3 +342,80 @@ def test_close_ends_open_tunnels_and_leaves_no_thread_or_descriptor(
         time.sleep(0.05)
     now = _open_fds()
     assert {fd: now[fd] for fd in now.keys() - before.keys()} == {}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _connects(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_the_forwarder_hands_its_listening_socket_over_and_becomes_the_command(
+    site: Site,
+) -> None:
+    """The forwarder (run here without a sandbox, on a free loopback port) hands its listening
+    socket to the proxy, which serves it, and is replaced by the command; when the command
+    ends, the proxy stops listening on it."""
+    proxy = _proxy(site)
+    try:
+        prefix = proxy.forwarder_prefix()
+        port = _free_port()
+        prefix[-1] = str(port)  # the proxy's own port is taken on this host's loopback
+        command = [sys.executable, "-c", "import sys; sys.stdin.read()  # the command"]
+        child = subprocess.Popen([*prefix, *command], stdin=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while not _connects(port) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            reply = _exchange(port, f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(PAGE)
+            with open(f"/proc/{child.pid}/cmdline", "rb") as cmdline:
+                assert b"# the command" in cmdline.read()  # exec'd: no forwarder in front
+        finally:
+            assert child.stdin is not None
+            child.stdin.close()
+            assert child.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while _connects(port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _connects(port)  # the command ended: the proxy stopped listening there
+    finally:
+        proxy.close()
+
+
+def test_the_unix_socket_refuses_what_is_not_a_listening_socket_and_serves_clients(
+    site: Site,
+) -> None:
+    proxy = _proxy(site)
+    try:
+        path = proxy.start().unix_path
+        read_end, write_end = os.pipe()
+        with socket.socket(socket.AF_UNIX) as link:
+            link.connect(path)
+            socket.send_fds(link, [b"L"], [read_end])
+            assert link.recv(1) == b"N"
+        with socket.socket() as connected, socket.socket(socket.AF_UNIX) as link:
+            connected.connect(("127.0.0.1", site.port))
+            link.connect(path)
+            socket.send_fds(link, [b"L"], [connected.fileno()])
+            assert link.recv(1) == b"N"  # a connection, not a listening socket
+        os.close(read_end)
+        os.close(write_end)
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)
+            client.connect(path)
+            client.sendall(f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            reply = b""
+            while chunk := client.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(PAGE)
+    finally:
+        proxy.close()

@@ -3,8 +3,8 @@
 `FilteringProxy` runs on the host for the life of a runtime and checks every connection
 against a `ConnectGate` (the ``tools.network`` allow-list of ``web_fetch``); `proxy_env` is the
 environment that points a command's programs at it; the `forwarder` module is the small
-program that, inside a bubblewrap sandbox without a network, carries the sandbox's loopback
-port to the proxy's Unix socket.
+program that, inside a bubblewrap sandbox without a network, hands the proxy a listening
+socket on the sandbox's loopback (through the proxy's Unix socket) and becomes the command.
 """
 
 from __future__ import annotations

@@ -1,37 +1,78 @@
-"""Inside a bubblewrap sandbox without a network (SBX-4): listen on the sandbox's own loopback at
-the proxy's port and carry each connection to the host's proxy through its Unix socket, then
-run the command and end with its status.
+"""Inside a bubblewrap sandbox without a network (SBX-4): open a listening socket on the
+sandbox's own loopback at the proxy's port, hand it to the host's proxy through its Unix socket,
+then become the command.
 
 Run as ``python -I -S -c <this source> <unix socket> <port> <argv…>``: standard library only,
-no site, so it starts in a few milliseconds. The command is a child of this process; when it
-ends, so does the forwarding (connections still open are cut).
+no site, and only the C socket module (``_socket``; Python's ``socket`` module takes several
+times the interpreter's start to import), so it adds little to a command's start. The proxy
+accepts the sandbox's connections on that socket itself (a socket stays in the network
+namespace it was made in, whoever holds it), so no byte passes through this process, which
+is replaced by the command (``exec``): its status is the command's. The proxy stops listening
+when the command, the process that handed the socket over, ends.
+
+Hand-over: one byte ``L`` with the listening socket (SCM_RIGHTS) on a new connection to the
+Unix socket; the proxy answers ``K`` once it serves it. Any other answer (a proxy that cannot
+tell when the command ends, e.g. without pidfd) and this process stays in front of the command
+and carries each connection to the Unix socket itself, as a child process runs the command.
 """
 
-import contextlib
 import os
-import signal
-import socket
 import sys
-import threading
+
+try:
+    import _socket as sockets
+except ImportError:  # pragma: no cover - CPython has it
+    import socket as sockets  # type: ignore[no-redef]
 
 
-def _splice(source: socket.socket, target: socket.socket) -> None:
-    """Move bytes kernel-side through a pipe (no copy into Python) until the end."""
-    read_end, write_end = os.pipe()
+def _listen(port: int) -> "sockets.socket":
+    listener = sockets.socket(sockets.AF_INET, sockets.SOCK_STREAM)
+    listener.setsockopt(sockets.SOL_SOCKET, sockets.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(128)
+    return listener
+
+
+def _hand_over(listener: "sockets.socket", path: str) -> bool:
+    """Whether the proxy took `listener` (it then serves it until this process ends)."""
+    link = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
     try:
-        while moved := os.splice(source.fileno(), write_end, 1048576):
-            while moved:
-                moved -= os.splice(read_end, target.fileno(), moved)
+        link.connect(path)
+        fd = listener.fileno().to_bytes(4, sys.byteorder)
+        link.sendmsg([b"L"], [(sockets.SOL_SOCKET, sockets.SCM_RIGHTS, fd)])
+        return link.recv(1) == b"K"
+    except OSError:
+        return False
     finally:
-        os.close(read_end)
-        os.close(write_end)
+        link.close()
 
 
-def _pipe(source: socket.socket, target: socket.socket) -> None:
+def _run(argv: list[str]) -> None:
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        sys.stderr.write(f"{argv[0]}: {exc.strerror}\n")
+        os._exit(127)
+
+
+# --- the fallback: this process carries the connections --------------------------------------
+
+
+def _pipe(source, target) -> None:  # type: ignore[no-untyped-def]
+    import contextlib
+    import socket
+
     # a reset on either side ends this direction; the other side learns it from the shutdown
     with contextlib.suppress(OSError):
         if hasattr(os, "splice"):
-            _splice(source, target)
+            read_end, write_end = os.pipe()
+            try:
+                while moved := os.splice(source.fileno(), write_end, 1048576):
+                    while moved:
+                        moved -= os.splice(read_end, target.fileno(), moved)
+            finally:
+                os.close(read_end)
+                os.close(write_end)
         else:
             while data := source.recv(262144):
                 target.sendall(data)
@@ -39,7 +80,10 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
         target.shutdown(socket.SHUT_WR)
 
 
-def _carry(client: socket.socket, path: str) -> None:
+def _carry(client, path: str) -> None:  # type: ignore[no-untyped-def]
+    import socket
+    import threading
+
     upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         upstream.connect(path)
@@ -55,33 +99,28 @@ def _carry(client: socket.socket, path: str) -> None:
     upstream.close()
 
 
-def _serve(listener: socket.socket, path: str) -> None:
-    while True:
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            return
-        threading.Thread(target=_carry, args=(client, path), daemon=True).start()
+def _carry_here(listener: "sockets.socket", path: str, argv: list[str]) -> None:
+    import signal
+    import socket
+    import threading
 
-
-def main() -> None:
-    path, port, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(64)
-    listener.set_inheritable(False)
     pid = os.fork()
     if pid == 0:
         listener.close()
-        try:
-            os.execvp(argv[0], argv)
-        except OSError as exc:
-            sys.stderr.write(f"{argv[0]}: {exc.strerror}\n")
-            os._exit(127)
+        _run(argv)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda number, _frame: os.kill(pid, number))
-    threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
+    served = socket.socket(fileno=listener.detach())
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _ = served.accept()
+            except OSError:
+                return
+            threading.Thread(target=_carry, args=(client, path), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -90,6 +129,15 @@ def main() -> None:
             continue
     code = os.waitstatus_to_exitcode(status)
     os._exit(code if code >= 0 else 128 - code)
+
+
+def main() -> None:
+    path, port, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    listener = _listen(port)
+    if _hand_over(listener, path):
+        listener.close()
+        _run(argv)
+    _carry_here(listener, path, argv)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,16 @@
 
 An asyncio server on a thread of its own (so it serves whichever event loop, or thread, the
 commands are started from), listening on ``127.0.0.1:<port>`` (Landlock: commands may connect
-to that port only) and on a Unix socket (bubblewrap: bound into the sandbox, whose own loopback
-a forwarder serves). Each client connection is one of:
+to that port only) and on a Unix socket (bubblewrap: bound into the sandbox). Under bubblewrap
+the `forwarder` opens a listening socket on the sandbox's own loopback and hands it over through
+the Unix socket (SCM_RIGHTS); the proxy then accepts the sandbox's connections on it directly
+until the command ends (its pidfd), so no byte crosses an extra hop. The Unix socket also
+serves clients like the TCP port. Each client connection is one of:
 
 - an HTTP request with an absolute URI (``GET http://host:port/path``): checked, then sent to
   the server in origin form with ``Connection: close``, the answer streamed back;
-- ``CONNECT host:port``: checked, then a byte tunnel (TLS passes through, never opened);
+- ``CONNECT host:port``: checked, then a byte tunnel (TLS passes through, never opened), relayed
+  in the kernel (`tunnel`);
 - SOCKS5 (no authentication, or a user name and password, which only names the command),
   ``CONNECT`` only, to a name or an address.
 
@@ -32,6 +36,8 @@ import itertools
 import os
 import secrets
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -65,6 +71,60 @@ class ProxyAddress:
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port} (and {self.unix_path})"
+
+
+HAND_OVER = b"L"
+"""What a forwarder sends with a listening socket (see `forwarder`)."""
+MAX_HANDED_OVER = 512
+"""The most listening sockets served for sandboxes at once."""
+_PEER_CREDENTIALS = (socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+
+
+def _wake(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+async def _first_message(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """The first byte on `conn` and the descriptors that came with it (SCM_RIGHTS)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            data, ancillary, _, _ = conn.recvmsg(1, socket.CMSG_SPACE(4 * 4))
+        except (BlockingIOError, InterruptedError):
+            ready: asyncio.Future[None] = loop.create_future()
+            loop.add_reader(conn.fileno(), _wake, ready)
+            try:
+                await ready
+            finally:
+                loop.remove_reader(conn.fileno())
+            continue
+        fds: list[int] = []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                usable = len(payload) - len(payload) % 4
+                fds += [
+                    int.from_bytes(payload[i : i + 4], sys.byteorder) for i in range(0, usable, 4)
+                ]
+        return data, fds
+
+
+@dataclass(slots=True)
+class _Adopted:
+    """A listening socket a sandbox handed over, served until the process that handed it over
+    (the command) ends, which makes its pidfd readable."""
+
+    server: asyncio.Server
+    pidfd: int
+    closed: bool = False
+
+    def close(self) -> None:
+        """Stop listening (the command ended, or the proxy is closing)."""
+        if not self.closed:
+            self.closed = True
+            asyncio.get_running_loop().remove_reader(self.pidfd)
+            os.close(self.pidfd)
+            self.server.close()
 
 
 @dataclass(slots=True)
@@ -104,6 +164,8 @@ class FilteringProxy:
         self._stopping: asyncio.Event | None = None
         self._folder: str | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._adopted: dict[int, _Adopted] = {}
+        self._head_timeout_s = head_timeout_s
         self._closed = False
         self._ids = itertools.count(1)
         self._ended: dict[str, str] = {}
@@ -159,8 +221,9 @@ class FilteringProxy:
 
     def forwarder_prefix(self) -> list[str]:
         """``python -I -S -c <forwarder> <unix socket> <port>``: inside a bubblewrap sandbox
-        without a network, serves the proxy's port on the sandbox's loopback through the Unix
-        socket, then runs the argv that follows (see `forwarder`); starts the proxy."""
+        without a network, hands the proxy a listening socket on the sandbox's loopback at
+        the proxy's port, then becomes the argv that follows (see `forwarder`); starts the
+        proxy."""
         address = self.start()
         return [
             self._python,
@@ -208,26 +271,134 @@ class FilteringProxy:
         tcp = await asyncio.start_server(
             self._client, "127.0.0.1", 0, limit=MAX_HEAD_BYTES, reuse_address=True
         )
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            unix = await asyncio.start_unix_server(self._client, unix_path, limit=MAX_HEAD_BYTES)
+            unix.bind(unix_path)
+            os.chmod(unix_path, 0o600)
+            unix.listen(128)
+            unix.setblocking(False)
         except BaseException:
+            unix.close()
             tcp.close()
             raise
+        accepting = asyncio.create_task(self._accept_unix(unix))
         port = int(tcp.sockets[0].getsockname()[1])
-        os.chmod(unix_path, 0o600)
         self._address = ProxyAddress("127.0.0.1", port, unix_path)
         ready.set()
         try:
             await self._stopping.wait()
         finally:
-            for server in (tcp, unix):
-                server.close()
+            tcp.close()
+            accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await accepting
+            unix.close()
+            for adopted in list(self._adopted.values()):
+                adopted.close()
             for task in list(self._connections):
                 task.cancel()
             if self._connections:
                 await asyncio.wait(list(self._connections))
-            for server in (tcp, unix):
-                await server.wait_closed()
+            await tcp.wait_closed()
+            for adopted in list(self._adopted.values()):
+                await adopted.server.wait_closed()
+            self._adopted.clear()
+
+    # --- the Unix socket: clients, and listening sockets handed over from sandboxes -------
+
+    async def _accept_unix(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(listener)
+            except OSError:
+                await asyncio.sleep(0.1)  # e.g. out of descriptors: try again soon
+                continue
+            conn.setblocking(False)
+            task = asyncio.create_task(self._unix_client(conn))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _unix_client(self, conn: socket.socket) -> None:
+        """A connection to the Unix socket: a forwarder handing over a listening socket
+        (`_adopt`), or a client like those of the TCP port."""
+        loop = asyncio.get_running_loop()
+        try:
+            first, fds = await asyncio.wait_for(_first_message(conn), self._head_timeout_s)
+        except (TimeoutError, OSError):
+            conn.close()
+            return
+        except asyncio.CancelledError:
+            conn.close()
+            if self._stopping is None or not self._stopping.is_set():
+                raise
+            return  # `close` ended it (see `_client`)
+        if fds or first == HAND_OVER:
+            try:
+                answer = await self._adopt(conn, fds) if first == HAND_OVER else b"N"
+            finally:
+                for fd in fds:
+                    os.close(fd)  # `_adopt` serves a duplicate of its own
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                await asyncio.wait_for(loop.sock_sendall(conn, answer), self._head_timeout_s)
+            conn.close()
+            return
+        reader = asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop)
+        if first:
+            reader.feed_data(first)
+        else:
+            reader.feed_eof()
+        try:
+            transport, protocol = await loop.connect_accepted_socket(
+                lambda: asyncio.StreamReaderProtocol(reader, loop=loop), conn
+            )
+        except BaseException:
+            conn.close()
+            raise
+        await self._client(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+
+    async def _adopt(self, conn: socket.socket, fds: list[int]) -> bytes:
+        """Serve the listening socket a forwarder handed over (in `fds`) until the process
+        that handed it over ends (``K``); ``N`` when it is not a listening TCP socket, or when
+        that process's end cannot be watched here (the forwarder then carries the connections
+        itself)."""
+        if len(fds) != 1 or len(self._adopted) >= MAX_HANDED_OVER:
+            return b"N"
+        try:
+            listener = socket.socket(fileno=os.dup(fds[0]))
+        except OSError:
+            return b"N"
+        try:
+            pid = struct.unpack("3i", conn.getsockopt(*_PEER_CREDENTIALS))[0]
+            listening = listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            if (
+                pid <= 0
+                or not listening
+                or listener.type != socket.SOCK_STREAM
+                or listener.family not in (socket.AF_INET, socket.AF_INET6)
+            ):
+                listener.close()
+                return b"N"
+            pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):  # a process already gone, or no pidfd here
+            listener.close()
+            return b"N"
+        try:
+            listener.setblocking(False)
+            server = await asyncio.start_server(self._client, sock=listener, limit=MAX_HEAD_BYTES)
+        except BaseException:
+            listener.close()
+            os.close(pidfd)
+            raise
+        key = next(self._ids)
+        self._adopted[key] = _Adopted(server, pidfd)
+        asyncio.get_running_loop().add_reader(pidfd, self._command_ended, key)
+        return b"K"
+
+    def _command_ended(self, key: int) -> None:
+        adopted = self._adopted.pop(key, None)
+        if adopted is not None:
+            adopted.close()
 
     # --- sessions: which command a connection belongs to ----------------------------------
 
