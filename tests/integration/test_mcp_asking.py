@@ -263,3 +263,31 @@ async def test_outside_a_run_sampling_is_declined() -> None:
 
     with pytest.raises(SamplingDeclined, match="no run is under way"):
         await McpAsks().sample(SamplingRequest("ask", (("user", "hi"),)))
+
+
+async def test_oauth_secret_variables_are_scrubbed_from_what_servers_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "tracker-secret-5d1f9a77c3"
+    monkeypatch.setenv("TRACKER_SECRET", secret)
+    home, project = _world(tmp_path, '\n[tools.mcp]\ndisabled_servers = ["tracker"]\n')
+    servers = json.loads((home / "mcp.json").read_text(encoding="utf-8"))["mcp_servers"]
+    servers["tracker"] = {
+        "url": "http://127.0.0.1:9/mcp",
+        "oauth": {"client_id": "c", "client_secret_env": "TRACKER_SECRET"},
+    }
+    (home / "mcp.json").write_text(json.dumps({"mcp_servers": servers}), encoding="utf-8")
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("mcp__ask__summarize", {"text": f"key {secret}"})),
+            ScriptedResponse.text("Short."),
+            ScriptedResponse.text("ok"),
+        ]
+    )
+    async with AgentRuntime(project, home, Approvals(), model=model) as runtime:
+        _, events = await _run(runtime)
+        stored = await runtime.session_messages(events[0].session_id)
+    (sampled,) = _of(events, "mcp_sampling")
+    assert sampled.prompt == "key [redacted:TRACKER_SECRET]"
+    assert secret not in json.dumps([e.model_dump() for e in events])
+    assert secret not in json.dumps([m.model_dump() for m in stored])
