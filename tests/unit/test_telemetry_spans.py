@@ -32,7 +32,9 @@ from soong_agent.ports.events import (
     SandboxDenied,
     ToolCallRequested,
     ToolResultEvent,
+    UsageEvent,
 )
+from soong_agent.ports.streaming import Usage
 
 T0 = 1_700_000_000.0
 
@@ -232,3 +234,26 @@ def test_a_bug_in_telemetry_never_reaches_the_run(caplog: pytest.LogCaptureFixtu
 )
 def test_who_decided_a_call(reason: str, asked: bool, source: str) -> None:
     assert permission_source(reason, asked) == source
+
+
+def test_usage_outside_a_model_call_is_counted_but_not_put_on_the_last_chat() -> None:
+    kit = Kit()
+    usage = Usage(input_tokens=10, output_tokens=2)
+    kit.run(
+        START,
+        (ModelCallStarted, {"turn": 1, "messages": 1}),
+        (UsageEvent, {"model": "anthropic claude-x", "usage": usage}),
+        (ToolCallRequested, {"call_id": "c1", "name": "mcp__s__t", "arguments": "{}"}),
+        # an MCP server's sampling request, answered during the tool call
+        (UsageEvent, {"model": "openai sampler", "usage": Usage(input_tokens=500)}),
+        (ToolResultEvent, {"call_id": "c1", "name": "mcp__s__t", "content": "x"}),
+        (RunFinished, {"status": "completed"}),
+    )
+    chat = kit.named("chat claude-x")
+    assert chat.attributes is not None and chat.attributes["gen_ai.usage.input_tokens"] == 10
+    inputs = {
+        a["gen_ai.request.model"]: v
+        for a, v in kit.points("gen_ai.client.token.usage")
+        if a["gen_ai.token.type"] == "input"
+    }
+    assert inputs == {"claude-x": 1, "sampler": 1}  # one call of each (histogram counts)

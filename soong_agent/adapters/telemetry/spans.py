@@ -309,8 +309,9 @@ class RunSpans:
                 self._m.tokens.record(count, {**base, "gen_ai.token.type": kind})
         if event.cost_usd is not None:
             self._m.cost.add(event.cost_usd, {"gen_ai.request.model": model})
-        if self._chat is not None:
-            self._chat.span.set_attributes(
+        chat = self._chat  # (usage outside a call, an MCP server's sampling, is counted only)
+        if chat is not None and chat.ended_at is None:
+            chat.span.set_attributes(
                 {
                     "gen_ai.usage.input_tokens": inputs,
                     "gen_ai.usage.output_tokens": u.output_tokens,
@@ -320,7 +321,7 @@ class RunSpans:
                 }
             )
             if event.cost_usd is not None:
-                self._chat.span.set_attribute("soong_agent.cost_usd", event.cost_usd)
+                chat.span.set_attribute("soong_agent.cost_usd", event.cost_usd)
 
     def _end_chat(self, finish: str | None) -> None:
         chat, self._chat = self._chat, None
