@@ -358,13 +358,21 @@ def _connects(port: int) -> bool:
     return True
 
 
+@pytest.mark.parametrize("way", ["handed over", "carried"])
 def test_the_forwarder_hands_its_listening_socket_over_and_becomes_the_command(
-    site: Site,
+    site: Site, way: str
 ) -> None:
     """The forwarder (run here without a sandbox, on a free loopback port) hands its listening
     socket to the proxy, which serves it, and is replaced by the command; when the command
-    ends, the proxy stops listening on it."""
+    ends, the proxy stops listening on it. A proxy that does not take the socket (``N``, e.g.
+    no pidfd): the forwarder carries the connections itself, in front of the command."""
     proxy = _proxy(site)
+    if way == "carried":
+
+        async def refuse(conn: socket.socket, fds: list[int]) -> bytes:
+            return b"N"
+
+        proxy._adopt = refuse  # type: ignore[method-assign]
     try:
         prefix = proxy.forwarder_prefix()
         port = _free_port()
@@ -378,7 +386,8 @@ def test_the_forwarder_hands_its_listening_socket_over_and_becomes_the_command(
             reply = _exchange(port, f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
             assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(PAGE)
             with open(f"/proc/{child.pid}/cmdline", "rb") as cmdline:
-                assert b"# the command" in cmdline.read()  # exec'd: no forwarder in front
+                forwarder_in_front = b"\0-S\0-c\0" in cmdline.read()
+            assert forwarder_in_front == (way == "carried")  # else exec'd into the command
         finally:
             assert child.stdin is not None
             child.stdin.close()

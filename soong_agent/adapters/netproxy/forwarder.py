@@ -3,8 +3,8 @@ sandbox's own loopback at the proxy's port, hand it to the host's proxy through 
 then become the command.
 
 Run as ``python -I -S -c <this source> <unix socket> <port> <argv…>``: standard library only,
-no site, and only the C socket module (``_socket``; Python's ``socket`` module takes several
-times the interpreter's start to import), so it adds little to a command's start. The proxy
+no site, no ``os``, and only the C socket module (``_socket``; Python's ``socket`` module takes
+several times the interpreter's start to import), so it adds little to a command's start. The proxy
 accepts the sandbox's connections on that socket itself (a socket stays in the network
 namespace it was made in, whoever holds it), so no byte passes through this process, which
 is replaced by the command (``exec``): its status is the command's. The proxy stops listening
@@ -16,7 +16,7 @@ tell when the command ends, e.g. without pidfd) and this process stays in front 
 and carries each connection to the Unix socket itself, as a child process runs the command.
 """
 
-import os
+import posix  # imported at start already, unlike `os` (which -S leaves out)
 import sys
 
 try:
@@ -49,10 +49,14 @@ def _hand_over(listener: "sockets.socket", path: str) -> bool:
 
 def _run(argv: list[str]) -> None:
     try:
+        if "/" in argv[0]:
+            posix.execv(argv[0], argv)
+        import os  # a name to look up in PATH
+
         os.execvp(argv[0], argv)
     except OSError as exc:
         sys.stderr.write(f"{argv[0]}: {exc.strerror}\n")
-        os._exit(127)
+        posix._exit(127)
 
 
 # --- the fallback: this process carries the connections --------------------------------------
@@ -60,6 +64,7 @@ def _run(argv: list[str]) -> None:
 
 def _pipe(source, target) -> None:  # type: ignore[no-untyped-def]
     import contextlib
+    import os
     import socket
 
     # a reset on either side ends this direction; the other side learns it from the shutdown
@@ -100,6 +105,7 @@ def _carry(client, path: str) -> None:  # type: ignore[no-untyped-def]
 
 
 def _carry_here(listener: "sockets.socket", path: str, argv: list[str]) -> None:
+    import os
     import signal
     import socket
     import threading
