@@ -81,3 +81,60 @@ async def test_the_token_file_is_private_and_bound_to_the_url(tmp_path: Path) ->
     client = await TokenFile(path, "https://a.example/mcp").get_client_info()
     assert client is not None and client.client_id == "c-1"
     assert again.remove() and not path.exists()
+
+
+async def test_the_token_file_refuses_a_linked_folder_and_reads_no_linked_file(
+    tmp_path: Path,
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "mcp-auth").symlink_to(elsewhere)
+    tokens = OAuthToken(access_token="AT-1", token_type="Bearer")
+    linked = TokenFile(home / "mcp-auth" / "tracker.json", "https://mcp.example/mcp")
+    with pytest.raises(OSError, match="not a folder of its own"):
+        await linked.set_tokens(tokens)
+    assert list(elsewhere.iterdir()) == []
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o755  # not chmod-ed through the link
+    own = tmp_path / "own" / "mcp-auth"
+    own.mkdir(parents=True)
+    planted = tmp_path / "planted.json"
+    planted.write_text('{"format": 1, "url": "https://mcp.example/mcp", "tokens": {}}')
+    (own / "tracker.json").symlink_to(planted)
+    assert TokenFile(own / "tracker.json", "https://mcp.example/mcp").has_tokens() is False
+
+
+async def test_without_the_servers_metadata_a_refresh_is_not_sent_to_the_mcp_origin(
+    tmp_path: Path,
+) -> None:
+    """Tokens kept before the authorization server's metadata was (a client registered at
+    auth.example.net): the refresh token and secret never go to the MCP server's origin."""
+
+    import httpx2
+
+    from soong_agent.adapters.mcp.auth.provider import LoginRequired, build_auth
+    from soong_agent.ports.mcp import McpOAuth, McpServerSpec
+
+    url = "https://mcp.example.com/mcp"
+    file = TokenFile(tmp_path / "mcp-auth" / "tracker.json", url)
+    await file.set_tokens(
+        OAuthToken(access_token="AT", token_type="Bearer", refresh_token="RT", expires_in=30)
+    )
+    await file.set_client_info(
+        OAuthClientInformationFull.model_validate(
+            {
+                "client_id": "cid",
+                "client_secret": "SECRET",
+                "redirect_uris": ["http://127.0.0.1:5555/callback"],
+                "issuer": "https://auth.example.net",
+            }
+        )
+    )
+    assert file.server_metadata() is None
+    auth = build_auth(
+        McpServerSpec("tracker", "http", url=url, oauth=McpOAuth()), file, authorize=None
+    )
+    flow = auth.async_auth_flow(httpx2.Request("POST", url))
+    with pytest.raises(LoginRequired, match="mcp login tracker"):
+        await flow.__anext__()

@@ -60,7 +60,10 @@ class LoginRequired(Exception):
 
 class _StoredExpiry:
     """Mixin: a token read from the file carries its expiry (the SDK takes a loaded token as
-    valid for ever), less a margin, so it is refreshed before it runs out."""
+    valid for ever), less a margin, so it is refreshed before it runs out; and the
+    authorization server's metadata found at the login comes back with it, so a refresh in a
+    later process goes to that server's token endpoint (without it the SDK would send the
+    refresh token and client secret to the MCP server's own origin)."""
 
     context: Any
 
@@ -71,6 +74,40 @@ class _StoredExpiry:
             self.context.update_token_expiry(tokens)
             if self.context.token_expiry_time is not None:
                 self.context.token_expiry_time -= EXPIRY_MARGIN_S
+        storage = self.context.storage
+        if self.context.oauth_metadata is None and isinstance(storage, TokenFile):
+            self.context.oauth_metadata = storage.server_metadata()
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)  # type: ignore[misc]
+        self._remember_metadata()
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        refreshed: bool = await super()._handle_refresh_response(response)  # type: ignore[misc]
+        self._remember_metadata()
+        return refreshed
+
+    async def _refresh_token(self) -> httpx2.Request:
+        """A refresh goes to the token endpoint of the server that issued the tokens: without
+        its metadata (a file from before it was kept) and with a client registered at another
+        origin, the refresh token and secret are not guessed at the MCP server's origin: the
+        user logs in again."""
+        if self.context.oauth_metadata is None:
+            client = self.context.client_info
+            issuer = getattr(client, "issuer", None) if client is not None else None
+            if issuer and _origin(str(issuer)) != _origin(str(self.context.server_url)):
+                raise LoginRequired(self._server_name())
+        request: httpx2.Request = await super()._refresh_token()  # type: ignore[misc]
+        return request
+
+    def _server_name(self) -> str:
+        storage = self.context.storage
+        return storage.path.stem if isinstance(storage, TokenFile) else str(self.context.server_url)
+
+    def _remember_metadata(self) -> None:
+        storage, metadata = self.context.storage, self.context.oauth_metadata
+        if metadata is not None and isinstance(storage, TokenFile):
+            storage.set_server_metadata(metadata)
 
 
 class LoginProvider(_StoredExpiry, OAuthClientProvider):
@@ -298,3 +335,8 @@ def _machine_auth(url: str, oauth: McpOAuth, storage: TokenFile, scope: str | No
             scope=scope,
             issuer=oauth.issuer,
         )
+
+
+def _origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.netloc or "").lower()

@@ -11,11 +11,12 @@ import json
 import logging
 import os
 import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 from pydantic import ValidationError
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,25 @@ class TokenFile:
 
     # --- ours --------------------------------------------------------------------------------
 
+    def server_metadata(self) -> OAuthMetadata | None:
+        """The authorization server's metadata as discovered at the login (its token endpoint
+        and issuer): a later process refreshes there, never at a guess."""
+        raw = self._read().get("server_metadata")
+        if raw is None:
+            return None
+        try:
+            return OAuthMetadata.model_validate(raw)
+        except ValidationError:
+            log.warning("%s: the stored server metadata is malformed, ignored", self.path)
+            return None
+
+    def set_server_metadata(self, metadata: OAuthMetadata) -> None:
+        doc = dict(self._read())
+        kept = metadata.model_dump(mode="json", exclude_none=True)
+        if doc.get("server_metadata") != kept:
+            doc["server_metadata"] = kept
+            self._write(doc)
+
     def has_tokens(self) -> bool:
         """Whether an access token is stored for this URL."""
         return self._read().get("tokens") is not None
@@ -114,7 +134,9 @@ class TokenFile:
         if self._doc is not None:
             return self._doc
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)  # a link there is not read
+            with os.fdopen(fd, encoding="utf-8") as handle:
+                raw = json.load(handle)
         except FileNotFoundError:
             raw = {}
         except (OSError, ValueError) as exc:
@@ -131,14 +153,19 @@ class TokenFile:
         self._doc = doc
         folder = self.path.parent
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if stat.S_IMODE(folder.stat().st_mode) & 0o077:
+        found = os.lstat(folder)
+        if stat.S_ISLNK(found.st_mode) or not stat.S_ISDIR(found.st_mode):
+            raise OSError(f"{folder} is not a folder of its own (a link?): tokens not written")
+        if found.st_uid != os.getuid():
+            raise OSError(f"{folder} belongs to another user: tokens not written")
+        if stat.S_IMODE(found.st_mode) & 0o077:
             folder.chmod(0o700)
-        temporary = folder / f".{self.path.name}.{os.getpid()}.tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # a new file of its own (O_EXCL, mode 0600), renamed over the old one
+        fd, name = tempfile.mkstemp(dir=folder, prefix=f".{self.path.name}.", suffix=".tmp")
+        temporary = Path(name)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(doc, handle)
-            os.chmod(temporary, 0o600)
             os.replace(temporary, self.path)
         except BaseException:
             temporary.unlink(missing_ok=True)
