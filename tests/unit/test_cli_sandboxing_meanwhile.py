@@ -33,9 +33,9 @@ def test_the_runner_gets_the_setup_made_on_the_thread(
     made: list[tuple[str, factories.CommandSandboxing]] = []
     real = factories.command_sandboxing
 
-    def recorded(given: object) -> factories.CommandSandboxing:
-        assert given is loaded
-        made.append((threading.current_thread().name, real(loaded)))
+    def recorded(given: object, closables: object = None) -> factories.CommandSandboxing:
+        assert given is loaded and isinstance(closables, list)  # the proxy closes with them
+        made.append((threading.current_thread().name, real(loaded, closables)))
         return made[-1][1]
 
     monkeypatch.setattr(factories, "command_sandboxing", recorded)
@@ -51,7 +51,7 @@ def test_an_error_of_the_setup_is_raised_where_it_is_needed(
 ) -> None:
     container, loaded = container_in(tmp_path)
 
-    def broken(_loaded: object) -> factories.CommandSandboxing:
+    def broken(_loaded: object, _closables: object = None) -> factories.CommandSandboxing:
         raise ConfigError("tools.allowed_write_roots: no such folder")
 
     monkeypatch.setattr(factories, "command_sandboxing", broken)
