@@ -291,3 +291,37 @@ async def test_oauth_secret_variables_are_scrubbed_from_what_servers_ask(
     assert sampled.prompt == "key [redacted:TRACKER_SECRET]"
     assert secret not in json.dumps([e.model_dump() for e in events])
     assert secret not in json.dumps([m.model_dump() for m in stored])
+
+
+async def test_mcp_authorize_takes_a_run_through_a_servers_login(tmp_path: Path) -> None:
+    from tests.integration.test_mcp_oauth import browser
+    from tests.support.mcp_servers.oauth_http import oauth_server
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    write_minimal_config(home)
+    logins: list[tuple[str, str]] = []
+
+    async def authorize(server: str, url: str) -> None:
+        logins.append((server, url))
+        await browser(server, url)
+
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("mcp__tracker__add", {"a": 20, "b": 22})),
+            ScriptedResponse.text("done"),
+        ]
+    )
+    with oauth_server(tmp_path) as server:
+        servers = {"tracker": {"url": server.url}}
+        (home / "mcp.json").write_text(json.dumps({"mcp_servers": servers}), encoding="utf-8")
+        async with AgentRuntime(
+            project, home, Approvals(), model=model, mcp_authorize=authorize
+        ) as runtime:
+            result, events = await _run(runtime)
+    assert result.status == "completed", result.reason
+    assert [server for server, _ in logins] == ["tracker"]
+    assert logins[0][1].startswith(server.url.split("/mcp")[0])
+    (content,) = _results(events)
+    assert "42" in content
+    assert (home / "mcp-auth" / "tracker.json").exists()
