@@ -10,13 +10,13 @@ that does not work here is reported with the probe's cause instead of figures.
 
 Then the cost of the filtering proxy (SBX-4, ``sandbox.network = "allowlist"``), per mechanism:
 a command's start with the proxy (a session, the proxy variables; under bubblewrap the
-forwarder in front of the command) against without, and the throughput of a 50 MB download
-by curl through the proxy against curl connecting directly (target: at least 0.7 of direct).
-The file is served from another process by ``os.sendfile`` (nothing shared with the proxy's
-thread); each download is shown both whole (the command's start included) and as the
-transfer alone (the median start of ``/bin/true`` under the same sandbox and proxy, or none
-for direct, subtracted), the verdict taken on the transfer. ``--download-mb 200`` makes the
-start matter less.
+forwarder's start, before it hands its socket to the proxy and becomes the command) against
+without, and the throughput of a 50 MB download by curl through the proxy against curl
+connecting directly (target: at least 0.7 of direct). The file is served from another
+process by ``os.sendfile`` (nothing shared with the proxy's thread); each download is shown
+both whole (the command's start included) and as the transfer alone (the median start of
+``/bin/true`` under the same sandbox and proxy, or none for direct, subtracted), the verdict
+taken on the transfer. ``--download-mb 200`` makes the start matter less.
 
     python benchmarks/bench_sandbox.py [--runs 50] [--download-mb 50]
 """
