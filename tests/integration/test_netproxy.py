@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from soong_agent.adapters.netproxy import UNKNOWN_COMMAND, FilteringProxy, proxy_env, tunnel
+from soong_agent.adapters.netproxy import FilteringProxy, proxy_env, tunnel
 from soong_agent.adapters.web.allowlist import NetworkAllowList
 from soong_agent.domain.config.tool_sections import NetworkConfig, SandboxConfig
 from tests.support.loopback_sites import PAGE, Site, static_site
@@ -90,6 +90,11 @@ def _proxy(site: Site, *, extra: tuple[str, ...] = (), **resolved: list[str]) ->
     return FilteringProxy(gate, head_timeout_s=5)
 
 
+def _auth_line(proxy: FilteringProxy) -> str:
+    """The Proxy-Authorization line of a command of the proxy's runtime (a new one)."""
+    return _auth(proxy.open_session("a test client")) + "\r\n"
+
+
 def _exchange(port: int, data: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
@@ -108,8 +113,14 @@ def test_an_allowed_http_request_is_forwarded_and_another_refused(site: Site) ->
     try:
         port = proxy.start().port
         token = proxy.open_session("curl stuff")
-        ok = _exchange(port, f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        ok = _exchange(
+            port, f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n{_auth(token)}\r\n\r\n".encode()
+        )
         assert ok.startswith(b"HTTP/1.0 200") and ok.endswith(PAGE)
+        # a client that is not a command of this runtime (no token, or a made-up one)
+        for head in ("", _auth("c1-made-up") + "\r\n"):
+            other = _exchange(port, f"GET {site.url}/ HTTP/1.1\r\n{head}\r\n".encode())
+            assert other.startswith(b"HTTP/1.1 407") and b"only the sandboxed commands" in other
         request = f"GET http://127.0.0.1:1/ HTTP/1.1\r\n{_auth(token)}\r\n\r\n"
         no = _exchange(port, request.encode())
         assert no.startswith(b"HTTP/1.1 403 Forbidden")
@@ -124,27 +135,30 @@ def test_connect_tunnels_to_an_allowed_host_only(site: Site) -> None:
     proxy = _proxy(site)
     try:
         port = proxy.start().port
+        auth = _auth_line(proxy)
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            sock.sendall(f"CONNECT 127.0.0.1:{site.port} HTTP/1.1\r\n\r\n".encode())
+            sock.sendall(f"CONNECT 127.0.0.1:{site.port} HTTP/1.1\r\n{auth}\r\n".encode())
             assert sock.recv(100).startswith(b"HTTP/1.1 200")
             sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
             reply = b""
             while chunk := sock.recv(65536):
                 reply += chunk
         assert reply.endswith(PAGE)
-        no = _exchange(port, b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")
+        no = _exchange(port, f"CONNECT 10.0.0.1:443 HTTP/1.1\r\n{auth}\r\n".encode())
         assert no.startswith(b"HTTP/1.1 403")
-        (denial,) = proxy.unattributed_denials()
-        assert denial.command == UNKNOWN_COMMAND  # no token, no command running
+        tokenless = _exchange(port, b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")
+        assert tokenless.startswith(b"HTTP/1.1 407")  # not a command of this runtime: no tunnel
+        assert proxy.unattributed_denials() == ()  # every refusal names its command
     finally:
         proxy.close()
 
 
 def _socks(port: int, host: bytes, target_port: int, token: str | None) -> tuple[int, bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        if token is None:
+        if token is None:  # no token: no method the proxy accepts
             sock.sendall(b"\x05\x01\x00")
-            assert sock.recv(2) == b"\x05\x00"
+            assert sock.recv(2) == b"\x05\xff"
+            return 0xFF, b""
         else:
             sock.sendall(b"\x05\x02\x00\x02")
             assert sock.recv(2) == b"\x05\x02"
@@ -168,8 +182,9 @@ def test_socks5_connects_to_an_allowed_host_and_refuses_another(site: Site) -> N
     try:
         port = proxy.start().port
         token = proxy.open_session("git fetch")
-        code, body = _socks(port, b"127.0.0.1", site.port, None)
+        code, body = _socks(port, b"127.0.0.1", site.port, token)
         assert code == 0 and body.endswith(PAGE)
+        assert _socks(port, b"127.0.0.1", site.port, None)[0] == 0xFF  # no token: refused
         code, _ = _socks(port, b"example.org", 443, token)
         assert code == 2  # connection not allowed by ruleset
         (denial,) = proxy.end_session(token)
@@ -182,13 +197,14 @@ def test_a_name_resolving_to_a_private_address_is_refused(site: Site) -> None:
     proxy = _proxy(site, **{"intranet.test": ["10.1.2.3"], "public.test": ["8.8.8.8", "10.0.0.9"]})
     try:
         port = proxy.start().port
-        no = _exchange(port, b"GET http://intranet.test/ HTTP/1.1\r\n\r\n")
+        auth = _auth_line(proxy)
+        no = _exchange(port, f"GET http://intranet.test/ HTTP/1.1\r\n{auth}\r\n".encode())
         assert no.startswith(b"HTTP/1.1 403")
         assert b"resolves to 10.1.2.3, a private address" in no
         # one private answer among public ones is enough to refuse (no rebinding around it)
-        mixed = _exchange(port, b"CONNECT public.test:443 HTTP/1.1\r\n\r\n")
+        mixed = _exchange(port, f"CONNECT public.test:443 HTTP/1.1\r\n{auth}\r\n".encode())
         assert mixed.startswith(b"HTTP/1.1 403") and b"10.0.0.9" in mixed
-        unknown = _exchange(port, b"GET http://intranet.test.nope/ HTTP/1.1\r\n\r\n")
+        unknown = _exchange(port, f"GET http://intranet.test.nope/ HTTP/1.1\r\n{auth}\r\n".encode())
         assert unknown.startswith(b"HTTP/1.1 403")  # not in the list at all
     finally:
         proxy.close()
@@ -201,7 +217,7 @@ def test_bad_requests_get_an_answer_not_a_hang(site: Site) -> None:
         assert _exchange(port, b"nonsense\r\n\r\n").startswith(b"HTTP/1.1 400")
         relative = _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert relative.startswith(b"HTTP/1.1 400") and b"absolute" in relative
-        code, _ = _socks(port, b"bad host!", 80, None)
+        code, _ = _socks(port, b"bad host!", 80, proxy.open_session("a test client"))
         assert code == 8
     finally:
         proxy.close()
@@ -265,22 +281,29 @@ def test_bytes_sent_with_the_head_reach_the_server_and_half_close_is_passed_on(
     body = os.urandom(300_000)  # more than one read of the head phase
     try:
         port = proxy.start().port
+        token = proxy.open_session("a test client")
+        auth = _auth(token) + "\r\n"
         post = (
-            f"POST http://127.0.0.1:{echo.port}/upload HTTP/1.1\r\nHost: x\r\n"
+            f"POST http://127.0.0.1:{echo.port}/upload HTTP/1.1\r\nHost: x\r\n{auth}"
             f"Content-Length: {len(body)}\r\n\r\n"
         ).encode()
         echoed = _send_all_then_read(port, post + body)
-        assert echoed.startswith(b"POST /upload HTTP/1.1\r\n")  # the head, forwarded
+        # the head, forwarded with the Host that was checked (not the client's)
+        assert echoed.startswith(
+            f"POST /upload HTTP/1.1\r\nHost: 127.0.0.1:{echo.port}\r\n".encode()
+        )
+        assert b"Host: x" not in echoed and b"Proxy-Authorization" not in echoed
         assert b"Connection: close\r\n\r\n" in echoed
         assert echoed.endswith(body)
 
-        connect = f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n\r\n".encode()
+        connect = f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n{auth}\r\n".encode()
         tunneled = _send_all_then_read(port, connect + body)
         assert tunneled == b"HTTP/1.1 200 Connection established\r\n\r\n" + body
 
         target = b"\x05\x01\x00\x01" + socket.inet_aton("127.0.0.1") + struct.pack(">H", echo.port)
-        socks = _send_all_then_read(port, b"\x05\x01\x00" + target + body)
-        assert socks == b"\x05\x00" + bytes([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]) + body
+        login = b"\x01\x05soong" + bytes([len(token)]) + token.encode()
+        socks = _send_all_then_read(port, b"\x05\x01\x02" + login + target + body)
+        assert socks == b"\x05\x02\x01\x00" + bytes([5, 0, 0, 1, 0, 0, 0, 0, 0, 0]) + body
     finally:
         proxy.close()
 
@@ -290,8 +313,9 @@ def test_a_large_transfer_arrives_whole_both_ways(site: Site, echo: EchoServer) 
     payload = os.urandom(24 * 1048576)
     try:
         port = proxy.start().port
+        auth = _auth_line(proxy)
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-            sock.sendall(f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n\r\n".encode())
+            sock.sendall(f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n{auth}\r\n".encode())
             assert sock.recv(100) == b"HTTP/1.1 200 Connection established\r\n\r\n"
             sender = threading.Thread(target=lambda: (sock.sendall(payload), sock.shutdown(1)))
             sender.start()
@@ -323,12 +347,14 @@ def test_close_ends_open_tunnels_and_leaves_no_thread_or_descriptor(
     before = _open_fds()
     proxy = _proxy(site, extra=(f"127.0.0.1:{echo.port}",))
     port = proxy.start().port
+    auth = _auth_line(proxy)
     clients = []
     try:
         for _ in range(3):  # tunnels in the middle of their work: the server waits for the end
             sock = socket.create_connection(("127.0.0.1", port), timeout=30)
             clients.append(sock)
-            sock.sendall(f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n\r\nsome bytes".encode())
+            head = f"CONNECT 127.0.0.1:{echo.port} HTTP/1.1\r\n{auth}\r\n"
+            sock.sendall(f"{head}some bytes".encode())
             assert sock.recv(100) == b"HTTP/1.1 200 Connection established\r\n\r\n"
         assert proxy.open_connections == 3
     finally:
@@ -372,7 +398,7 @@ def test_the_forwarder_hands_its_listening_socket_over_and_becomes_the_command(
         async def refuse(conn: socket.socket, fds: list[int]) -> bytes:
             return b"N"
 
-        proxy._adopt = refuse  # type: ignore[method-assign]
+        proxy._unix._adopt = refuse  # type: ignore[method-assign]
     try:
         prefix = proxy.forwarder_prefix()
         port = _free_port()
@@ -383,7 +409,8 @@ def test_the_forwarder_hands_its_listening_socket_over_and_becomes_the_command(
             deadline = time.monotonic() + 30
             while not _connects(port) and time.monotonic() < deadline:
                 time.sleep(0.05)
-            reply = _exchange(port, f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            auth = _auth_line(proxy)
+            reply = _exchange(port, f"GET {site.url}/ HTTP/1.1\r\n{auth}\r\n".encode())
             assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(PAGE)
             with open(f"/proc/{child.pid}/cmdline", "rb") as cmdline:
                 forwarder_in_front = b"\0-S\0-c\0" in cmdline.read()
@@ -421,10 +448,44 @@ def test_the_unix_socket_refuses_what_is_not_a_listening_socket_and_serves_clien
         with socket.socket(socket.AF_UNIX) as client:
             client.settimeout(10)
             client.connect(path)
-            client.sendall(f"GET {site.url}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            client.sendall(f"GET {site.url}/ HTTP/1.1\r\n{_auth_line(proxy)}\r\n".encode())
             reply = b""
             while chunk := client.recv(65536):
                 reply += chunk
         assert reply.startswith(b"HTTP/1.0 200") and reply.endswith(PAGE)
+    finally:
+        proxy.close()
+
+
+def test_a_command_cannot_hold_more_than_the_cap_of_connections(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each connection holds descriptors of the agent's own process: past the cap a new one
+    is closed at once, and a slow SOCKS client is dropped after the head timeout as a whole."""
+    from soong_agent.adapters.netproxy import server
+
+    monkeypatch.setattr(server, "MAX_CONNECTIONS", 2)
+    gate = NetworkAllowList(allowed_hosts=[f"127.0.0.1:{site.port}"], allowed_domains=[])
+    proxy = FilteringProxy(gate, head_timeout_s=1.0)
+    try:
+        port = proxy.start().port
+        held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(2)]
+        deadline = time.monotonic() + 10
+        while proxy.open_connections < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as third:
+            assert third.recv(100) == b""  # closed at once, nothing served
+        for sock in held:
+            sock.close()
+        while proxy.open_connections and time.monotonic() < deadline + 10:
+            time.sleep(0.01)  # their connections end (the client went away)
+        token = proxy.open_session("a slow client")
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+            began = time.monotonic()
+            slow.sendall(b"\x05\x01\x02")
+            assert slow.recv(2) == b"\x05\x02"
+            slow.sendall(b"\x01\x05soong" + bytes([len(token)]))  # and then nothing more
+            assert slow.recv(100) == b""
+            assert time.monotonic() - began < 8  # the whole negotiation had one deadline
     finally:
         proxy.close()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from soong_agent.adapters.netproxy.env import proxy_env
 from soong_agent.adapters.netproxy.handler import ConnectGate
-from soong_agent.adapters.netproxy.server import UNKNOWN_COMMAND, FilteringProxy, ProxyAddress
+from soong_agent.adapters.netproxy.server import FilteringProxy, ProxyAddress
+from soong_agent.adapters.netproxy.sessions import UNKNOWN_COMMAND
 
 __all__ = [
     "UNKNOWN_COMMAND",

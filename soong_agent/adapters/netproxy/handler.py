@@ -23,7 +23,6 @@ from soong_agent.adapters.netproxy.wire import (
     ATYP_NAME,
     CMD_CONNECT,
     CONNECTED,
-    NO_AUTH,
     NO_METHOD,
     SOCKS_ADDRESS_UNSUPPORTED,
     SOCKS_COMMAND_UNSUPPORTED,
@@ -37,12 +36,15 @@ from soong_agent.adapters.netproxy.wire import (
     http_reply,
     parse_http_head,
     socks_reply,
+    unauthorized_reply,
 )
 from soong_agent.ports.errors import PermissionDenied, SoongAgentError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Record = Callable[[str | None, str, int, str], None]
 """Called with (token, host, port, reason) for each refused target."""
+Known = Callable[[str | None], bool]
+"""Whether a token is that of a command of this runtime (others are not served)."""
 STREAM_CHUNK = 262144
 """The most bytes read at once where the relay goes through asyncio streams."""
 
@@ -72,6 +74,7 @@ class ClientHandler:
         gate: ConnectGate,
         record: Record,
         *,
+        known: Known = lambda _token: True,
         connect_timeout_s: float,
         head_timeout_s: float,
     ) -> None:
@@ -79,6 +82,7 @@ class ClientHandler:
         self._record = record
         self._connect_timeout_s = connect_timeout_s
         self._head_timeout_s = head_timeout_s
+        self._known = known
 
     async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one client connection to its end."""
@@ -137,6 +141,9 @@ class ClientHandler:
         except BadRequest as exc:
             writer.write(http_reply(400, "Bad Request", f"soong-agent proxy: {exc}"))
             return
+        if not self._known(request.token):
+            writer.write(unauthorized_reply())
+            return
         try:
             upstream = await self._open(request.host, request.port, request.token)
         except _Refused as exc:
@@ -156,27 +163,43 @@ class ClientHandler:
         await _relay(reader, writer, upstream)
 
     async def _socks(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        timeout = self._head_timeout_s
-        count = (await asyncio.wait_for(reader.readexactly(1), timeout))[0]
-        methods = await asyncio.wait_for(reader.readexactly(count), timeout)
-        token: str | None = None
-        if USER_PASSWORD in methods:
-            writer.write(bytes([SOCKS_VERSION, USER_PASSWORD]))
-            head = await asyncio.wait_for(reader.readexactly(2), timeout)
-            await asyncio.wait_for(reader.readexactly(head[1]), timeout)  # the user name
-            length = (await asyncio.wait_for(reader.readexactly(1), timeout))[0]
-            token = (await asyncio.wait_for(reader.readexactly(length), timeout)).decode(
-                "utf-8", "replace"
-            )
-            writer.write(b"\x01\x00")
-        elif NO_AUTH in methods:
-            writer.write(bytes([SOCKS_VERSION, NO_AUTH]))
-        else:
+        try:  # the whole negotiation within one deadline: a slow client holds nothing long
+            async with asyncio.timeout(self._head_timeout_s):
+                target = await self._socks_target(reader, writer)
+        except TimeoutError:
+            return
+        if target is None:
+            return
+        host, port, token = target
+        try:
+            upstream = await self._open(host, port, token)
+        except _Refused as exc:
+            writer.write(socks_reply(SOCKS_NOT_ALLOWED if exc.denied else SOCKS_HOST_UNREACHABLE))
+            return
+        writer.write(socks_reply(SOCKS_OK))
+        await _relay(reader, writer, upstream)
+
+    async def _socks_target(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> tuple[str, int, str | None] | None:
+        """The SOCKS5 negotiation up to the target; None when it was refused (answered)."""
+        count = (await reader.readexactly(1))[0]
+        methods = await reader.readexactly(count)
+        if USER_PASSWORD not in methods:  # the command's token comes as the password
             writer.write(bytes([SOCKS_VERSION, NO_METHOD]))
-            return
-        version, command, _, kind = await asyncio.wait_for(reader.readexactly(4), timeout)
+            return None
+        writer.write(bytes([SOCKS_VERSION, USER_PASSWORD]))
+        head = await reader.readexactly(2)
+        await reader.readexactly(head[1])  # the user name
+        length = (await reader.readexactly(1))[0]
+        token = (await reader.readexactly(length)).decode("utf-8", "replace")
+        if not self._known(token):
+            writer.write(b"\x01\x01")
+            return None
+        writer.write(b"\x01\x00")
+        version, command, _, kind = await reader.readexactly(4)
         if version != SOCKS_VERSION:
-            return
+            return None
         if kind == ATYP_IPV4:
             raw = str(ipaddress.IPv4Address(await reader.readexactly(4)))
         elif kind == ATYP_IPV6:
@@ -186,23 +209,16 @@ class ClientHandler:
             raw = (await reader.readexactly(length)).decode("ascii", "replace")
         else:
             writer.write(socks_reply(SOCKS_ADDRESS_UNSUPPORTED))
-            return
+            return None
         port = int.from_bytes(await reader.readexactly(2), "big")
         if command != CMD_CONNECT:
             writer.write(socks_reply(SOCKS_COMMAND_UNSUPPORTED))
-            return
+            return None
         try:
-            host = canonical_host(raw)
+            return canonical_host(raw), port, token
         except BadRequest:
             writer.write(socks_reply(SOCKS_ADDRESS_UNSUPPORTED))
-            return
-        try:
-            upstream = await self._open(host, port, token)
-        except _Refused as exc:
-            writer.write(socks_reply(SOCKS_NOT_ALLOWED if exc.denied else SOCKS_HOST_UNREACHABLE))
-            return
-        writer.write(socks_reply(SOCKS_OK))
-        await _relay(reader, writer, upstream)
+            return None
 
 
 async def _relay(

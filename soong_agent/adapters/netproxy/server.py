@@ -34,22 +34,21 @@ import contextlib
 import ipaddress
 import itertools
 import os
-import secrets
 import shutil
 import socket
-import struct
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from soong_agent.adapters.netproxy.env import proxy_env
 from soong_agent.adapters.netproxy.handler import ClientHandler, ConnectGate
+from soong_agent.adapters.netproxy.sessions import Sessions
+from soong_agent.adapters.netproxy.unix_side import UnixSide
 from soong_agent.adapters.netproxy.wire import MAX_HEAD_BYTES
 from soong_agent.ports.ossandbox import NetworkDenial
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-UNKNOWN_COMMAND = "(a sandboxed command the proxy could not tell apart)"
 _sources: dict[str, str] = {}
 
 
@@ -73,64 +72,9 @@ class ProxyAddress:
         return f"{self.host}:{self.port} (and {self.unix_path})"
 
 
-HAND_OVER = b"L"
-"""What a forwarder sends with a listening socket (see `forwarder`)."""
-MAX_HANDED_OVER = 512
-"""The most listening sockets served for sandboxes at once."""
-_PEER_CREDENTIALS = (socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-
-
-def _wake(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
-
-
-async def _first_message(conn: socket.socket) -> tuple[bytes, list[int]]:
-    """The first byte on `conn` and the descriptors that came with it (SCM_RIGHTS)."""
-    loop = asyncio.get_running_loop()
-    while True:
-        try:
-            data, ancillary, _, _ = conn.recvmsg(1, socket.CMSG_SPACE(4 * 4))
-        except (BlockingIOError, InterruptedError):
-            ready: asyncio.Future[None] = loop.create_future()
-            loop.add_reader(conn.fileno(), _wake, ready)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(conn.fileno())
-            continue
-        fds: list[int] = []
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                usable = len(payload) - len(payload) % 4
-                fds += [
-                    int.from_bytes(payload[i : i + 4], sys.byteorder) for i in range(0, usable, 4)
-                ]
-        return data, fds
-
-
-@dataclass(slots=True)
-class _Adopted:
-    """A listening socket a sandbox handed over, served until the process that handed it over
-    (the command) ends, which makes its pidfd readable."""
-
-    server: asyncio.Server
-    pidfd: int
-    closed: bool = False
-
-    def close(self) -> None:
-        """Stop listening (the command ended, or the proxy is closing)."""
-        if not self.closed:
-            self.closed = True
-            asyncio.get_running_loop().remove_reader(self.pidfd)
-            os.close(self.pidfd)
-            self.server.close()
-
-
-@dataclass(slots=True)
-class _Session:
-    command: str
-    denials: list[NetworkDenial] = field(default_factory=list)
+MAX_CONNECTIONS = 128
+"""The most client connections served at once (each holds up to seven descriptors of the
+agent's process while it relays); one more is closed at once."""
 
 
 class FilteringProxy:
@@ -149,26 +93,30 @@ class FilteringProxy:
         head_timeout_s: float = 30.0,
         python: str | None = None,
     ) -> None:
+        self._sessions = Sessions()
         self._handler = ClientHandler(
             gate,
-            self._record,
+            self._sessions.record,
+            known=self._sessions.known,
             connect_timeout_s=connect_timeout_s,
             head_timeout_s=head_timeout_s,
         )
         self._lock = threading.Lock()
-        self._sessions: dict[str, _Session] = {}
-        self._unattributed: list[NetworkDenial] = []
         self._address: ProxyAddress | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._folder: str | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self._adopted: dict[int, _Adopted] = {}
+        self._unix = UnixSide(
+            self._client,
+            self._connections,
+            head_timeout_s=head_timeout_s,
+            stopping=lambda: self._stopping is not None and self._stopping.is_set(),
+        )
         self._head_timeout_s = head_timeout_s
         self._closed = False
         self._ids = itertools.count(1)
-        self._ended: dict[str, str] = {}
         self._python = python or sys.executable
 
     def __repr__(self) -> str:
@@ -281,7 +229,7 @@ class FilteringProxy:
             unix.close()
             tcp.close()
             raise
-        accepting = asyncio.create_task(self._accept_unix(unix))
+        accepting = asyncio.create_task(self._unix.accept(unix))
         port = int(tcp.sockets[0].getsockname()[1])
         self._address = ProxyAddress("127.0.0.1", port, unix_path)
         ready.set()
@@ -293,160 +241,38 @@ class FilteringProxy:
             with contextlib.suppress(asyncio.CancelledError):
                 await accepting
             unix.close()
-            for adopted in list(self._adopted.values()):
-                adopted.close()
+            self._unix.close()
             for task in list(self._connections):
                 task.cancel()
             if self._connections:
                 await asyncio.wait(list(self._connections))
             await tcp.wait_closed()
-            for adopted in list(self._adopted.values()):
-                await adopted.server.wait_closed()
-            self._adopted.clear()
+            await self._unix.wait_closed()
 
-    # --- the Unix socket: clients, and listening sockets handed over from sandboxes -------
-
-    async def _accept_unix(self, listener: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, _ = await loop.sock_accept(listener)
-            except OSError:
-                await asyncio.sleep(0.1)  # e.g. out of descriptors: try again soon
-                continue
-            conn.setblocking(False)
-            task = asyncio.create_task(self._unix_client(conn))
-            self._connections.add(task)
-            task.add_done_callback(self._connections.discard)
-
-    async def _unix_client(self, conn: socket.socket) -> None:
-        """A connection to the Unix socket: a forwarder handing over a listening socket
-        (`_adopt`), or a client like those of the TCP port."""
-        loop = asyncio.get_running_loop()
-        try:
-            first, fds = await asyncio.wait_for(_first_message(conn), self._head_timeout_s)
-        except (TimeoutError, OSError):
-            conn.close()
-            return
-        except asyncio.CancelledError:
-            conn.close()
-            if self._stopping is None or not self._stopping.is_set():
-                raise
-            return  # `close` ended it (see `_client`)
-        if fds or first == HAND_OVER:
-            try:
-                answer = await self._adopt(conn, fds) if first == HAND_OVER else b"N"
-            finally:
-                for fd in fds:
-                    os.close(fd)  # `_adopt` serves a duplicate of its own
-            with contextlib.suppress(OSError, asyncio.CancelledError):
-                await asyncio.wait_for(loop.sock_sendall(conn, answer), self._head_timeout_s)
-            conn.close()
-            return
-        reader = asyncio.StreamReader(limit=MAX_HEAD_BYTES, loop=loop)
-        if first:
-            reader.feed_data(first)
-        else:
-            reader.feed_eof()
-        try:
-            transport, protocol = await loop.connect_accepted_socket(
-                lambda: asyncio.StreamReaderProtocol(reader, loop=loop), conn
-            )
-        except BaseException:
-            conn.close()
-            raise
-        await self._client(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
-
-    async def _adopt(self, conn: socket.socket, fds: list[int]) -> bytes:
-        """Serve the listening socket a forwarder handed over (in `fds`) until the process
-        that handed it over ends (``K``); ``N`` when it is not a listening TCP socket, or when
-        that process's end cannot be watched here (the forwarder then carries the connections
-        itself)."""
-        if len(fds) != 1 or len(self._adopted) >= MAX_HANDED_OVER:
-            return b"N"
-        try:
-            listener = socket.socket(fileno=os.dup(fds[0]))
-        except OSError:
-            return b"N"
-        try:
-            pid = struct.unpack("3i", conn.getsockopt(*_PEER_CREDENTIALS))[0]
-            listening = listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
-            if (
-                pid <= 0
-                or not listening
-                or listener.type != socket.SOCK_STREAM
-                or listener.family not in (socket.AF_INET, socket.AF_INET6)
-            ):
-                listener.close()
-                return b"N"
-            pidfd = os.pidfd_open(pid)
-        except (OSError, AttributeError):  # a process already gone, or no pidfd here
-            listener.close()
-            return b"N"
-        try:
-            listener.setblocking(False)
-            server = await asyncio.start_server(self._client, sock=listener, limit=MAX_HEAD_BYTES)
-        except BaseException:
-            listener.close()
-            os.close(pidfd)
-            raise
-        key = next(self._ids)
-        self._adopted[key] = _Adopted(server, pidfd)
-        asyncio.get_running_loop().add_reader(pidfd, self._command_ended, key)
-        return b"K"
-
-    def _command_ended(self, key: int) -> None:
-        adopted = self._adopted.pop(key, None)
-        if adopted is not None:
-            adopted.close()
-
-    # --- sessions: which command a connection belongs to ----------------------------------
+    # --- sessions: which command a connection belongs to (`sessions`) --------------------
 
     def open_session(self, command: str) -> str:
         """A token for one command (`command`: its text); its connections carry it."""
-        token = f"c{next(self._ids)}-{secrets.token_hex(8)}"
-        with self._lock:
-            self._sessions[token] = _Session(command)
-        return token
+        return self._sessions.open(command)
 
     def end_session(self, token: str) -> tuple[NetworkDenial, ...]:
         """Forget a command's token; what the proxy refused it (in order)."""
-        with self._lock:
-            session = self._sessions.pop(token, None)
-            if session is not None:
-                self._ended[token] = session.command
-                while len(self._ended) > 256:
-                    del self._ended[next(iter(self._ended))]
-        return tuple(session.denials) if session is not None else ()
+        return self._sessions.end(token)
 
     def session_denials(self, token: str) -> tuple[NetworkDenial, ...]:
         """What the proxy refused the command of `token` so far."""
-        with self._lock:
-            session = self._sessions.get(token)
-            return tuple(session.denials) if session is not None else ()
+        return self._sessions.denials(token)
 
     def unattributed_denials(self) -> tuple[NetworkDenial, ...]:
-        """Refusals of connections that named no command while several were running."""
-        with self._lock:
-            return tuple(self._unattributed)
-
-    def _record(self, token: str | None, host: str, port: int, reason: str) -> None:
-        with self._lock:
-            session = self._sessions.get(token) if token else None
-            if token is None and len(self._sessions) == 1:
-                session = next(iter(self._sessions.values()))  # the only command running
-            command = session.command if session is not None else UNKNOWN_COMMAND
-            if session is None and token in self._ended:
-                command = self._ended[token]  # e.g. a background command, after its start
-            denial = NetworkDenial(host, port, command, reason)
-            if session is not None:
-                session.denials.append(denial)
-            else:
-                self._unattributed.append(denial)
+        """Refusals of connections whose command could not be told."""
+        return self._sessions.unattributed()
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
+        if len(self._connections - {task}) >= MAX_CONNECTIONS:  # the agent keeps descriptors
+            writer.close()
+            return
         self._connections.add(task)
         try:
             await self._handler(reader, writer)

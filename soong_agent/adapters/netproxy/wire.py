@@ -111,9 +111,10 @@ def parse_http_head(head: bytes) -> HttpRequest:
     except ValueError as exc:
         raise BadRequest(f"{target[:80]!r}: {exc}") from None
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    kept = [(n, v) for n, v in headers if n.lower() not in _HOP_HEADERS]
-    if not any(n.lower() == "host" for n, _ in kept):
-        kept.insert(0, ("Host", url.netloc.rpartition("@")[2]))
+    # the server is told the host that was checked, whatever Host the client sent (no other
+    # virtual host behind an allowed address)
+    kept = [(n, v) for n, v in headers if n.lower() not in _HOP_HEADERS and n.lower() != "host"]
+    kept.insert(0, ("Host", url.netloc.rpartition("@")[2]))
     text = f"{method} {path} {version}\r\n"
     text += "".join(f"{n}: {v}\r\n" for n, v in kept)
     text += "Connection: close\r\n\r\n"
@@ -130,6 +131,22 @@ def http_reply(status: int, reason: str, text: str) -> bytes:
 
 
 CONNECTED = b"HTTP/1.1 200 Connection established\r\n\r\n"
+NOT_OURS = (
+    "soong-agent proxy: this proxy serves only the sandboxed commands of its runtime (the"
+    " proxy URL of their environment carries their token)"
+)
+
+
+def unauthorized_reply() -> bytes:
+    """``407``: a request without the token of a command of this runtime."""
+    body = (NOT_OURS + "\n").encode("utf-8")
+    return (
+        "HTTP/1.1 407 Proxy Authentication Required\r\n"
+        'Proxy-Authenticate: Basic realm="soong-agent"\r\n'
+        f"Content-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode("ascii") + body
+
 
 # --- SOCKS5 (RFC 1928, and RFC 1929 for the user name and password) ---------------------------
 
