@@ -70,8 +70,11 @@ def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 
 class World:
-    def __init__(self, runner: SubprocessRunner, project: Path, proxy: FilteringProxy) -> None:
+    def __init__(
+        self, runner: SubprocessRunner, project: Path, proxy: FilteringProxy, mechanism: str = ""
+    ) -> None:
         self.runner, self.project, self.proxy = runner, project, proxy
+        self.mechanism = mechanism
 
     async def run(self, command: str, timeout_s: float = 60) -> ProcessResult:
         env = {"PATH": os.environ["PATH"], "HOME": str(self.project), "LANG": "C.UTF-8"}
@@ -104,7 +107,8 @@ async def world(
     )
     assert policy.proxied
     try:
-        yield World(SubprocessRunner(sandbox=sandbox, policy=policy), tmp_path, proxy)
+        runner = SubprocessRunner(sandbox=sandbox, policy=policy)
+        yield World(runner, tmp_path, proxy, request.param)
     finally:
         if isinstance(sandbox, LandlockSandbox):
             sandbox.close()
@@ -250,6 +254,28 @@ async def test_nothing_is_left_once_the_proxy_is_closed(world: World, allowed: S
         if address.unix_path.encode() in cmdline:
             leftover.append(pid)
     assert leftover == []
+
+
+async def test_the_hosts_service_sockets_in_run_are_out_of_reach(world: World) -> None:
+    """A host service listening on a Unix socket in /run (docker.sock, D-Bus): under
+    bubblewrap the command sees an empty /run; under Landlock (which cannot restrict a path
+    socket's connect) it is reached, which docs/configuration.md says."""
+    if not os.access("/run", os.W_OK):
+        pytest.skip("/run is not writable here: no host service socket can be made in it")
+    path = f"/run/soong-test-{os.getpid()}-{id(world)}.sock"
+    with socket.socket(socket.AF_UNIX) as service:
+        service.bind(path)
+        service.listen(1)
+        service.settimeout(0.5)
+        try:
+            connect = f"import socket; socket.socket(socket.AF_UNIX).connect({path!r})"
+            result = await world.run(f'python3 -c "{connect}"')
+            if world.mechanism == "bubblewrap":
+                assert result.exit_code != 0 and "No such file" in result.stderr
+                with pytest.raises(TimeoutError):
+                    service.accept()
+        finally:
+            os.unlink(path)
 
 
 def test_the_allow_list_is_the_default_under_bubblewrap_only() -> None:

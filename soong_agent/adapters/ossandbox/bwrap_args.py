@@ -62,7 +62,8 @@ def bwrap_arguments(
     ``/proc/<pid>/environ`` does not exist inside); the write roots and the tmp folder
     read-write; a denied folder replaced by `stub_dir` (an empty folder nobody may list, so a
     read fails with EACCES and says so), or, when something inside it stays visible (an
-    exception, a write root), by an empty tmpfs made read-only after the inner mounts; a
+    exception, a write root), by an empty tmpfs made read-only after the inner mounts; without
+    a network grant an empty ``/run`` (the host's service sockets out of reach); a
     denied file replaced by `stub_file` (or ``/dev/null``). Every capability is dropped, so a
     command started as root cannot undo a mount; a fresh pid, IPC and (without a network
     grant) network namespace; the command dies with the agent and cannot reach its terminal.
@@ -76,6 +77,11 @@ def bwrap_arguments(
         "--proc",
         "/proc",
     ]
+    if not policy.network and is_dir("/run"):
+        # without a network of its own a command has no business with the host's sockets in
+        # /run (docker.sock, D-Bus, the user's runtime folder): an empty /run (mounted first,
+        # so a write root under it is still bound in)
+        args += ["--tmpfs", "/run"]
     mounts = _effective_mounts(policy)
     remount_last: list[str] = []
     for index, mount in enumerate(mounts):
