@@ -288,6 +288,27 @@ def test_oauth_settings_are_read_with_the_secret_from_the_environment(tmp_path: 
     assert plain.oauth is None
 
 
+def test_no_oauth_travels_in_clear_to_another_machine() -> None:
+    """Tokens, refresh tokens and client secrets never go over plain http to another host:
+    OAuth asked for there is refused, and left out it stays off; plain http to this machine
+    (a local server) keeps it."""
+    with pytest.raises(ConfigError, match=r"t\.oauth: needs an https:// URL"):
+        parse_mcp_servers(
+            {"mcp_servers": {"t": {"url": "http://tracker.example.com/mcp", "oauth": True}}},
+            source="mcp.json",
+        )
+    document = {
+        "mcp_servers": {
+            "remote": {"url": "http://tracker.example.com/mcp"},
+            "local": {"url": "http://127.0.0.1:8123/mcp"},
+            "named": {"url": "http://localhost:8123/mcp"},
+        }
+    }
+    remote, local, named = parse_mcp_servers(document, source="mcp.json")
+    assert remote.oauth is None
+    assert local.oauth is not None and named.oauth is not None
+
+
 @pytest.mark.parametrize(
     ("oauth", "message"),
     [

@@ -26,12 +26,14 @@ Every mistake is a `ConfigError` of one line naming the file, the server and the
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -232,13 +234,35 @@ def _spec(
         raise ConfigError(f"{where}.url: required for an {transport} server")
     if not re.match(r"https?://[^/\s]+", parsed.url):
         raise ConfigError(f"{where}.url: expected an http:// or https:// URL")
+    oauth = None
+    if not _in_clear(parsed.url):
+        oauth = _oauth(parsed, where=f"{where}.oauth", environ=environ)
+    elif parsed.oauth not in (None, False):  # tokens and secrets would travel unencrypted
+        raise ConfigError(
+            f"{where}.oauth: needs an https:// URL (plain http only to this machine), not "
+            f"{parsed.url}"
+        )
     return McpServerSpec(
         name=name,
         transport=transport,
         url=parsed.url,
         headers=dict(parsed.headers),
-        oauth=_oauth(parsed, where=f"{where}.oauth", environ=environ),
+        oauth=oauth,
     )
+
+
+def _in_clear(url: str) -> bool:
+    """Whether `url` is plain http to another machine (no OAuth over it)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "http":
+        return False
+    host = (parts.hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
 
 
 def _oauth(entry: _Entry, *, where: str, environ: Mapping[str, str]) -> McpOAuth | None:
