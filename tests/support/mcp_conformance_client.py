@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -92,8 +93,46 @@ def server_entry(
     return entry, environ
 
 
+async def authorization_server_of(url: str) -> str:
+    """The MCP server's authorization server, as an administrator setting up enterprise-managed
+    authorization reads it once from the server's protected-resource metadata (the client
+    itself never takes it from the server: it is configuration)."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+        for path in (f"/.well-known/oauth-protected-resource{parts.path}", ""):
+            answer = await client.get(f"{origin}{path or '/.well-known/oauth-protected-resource'}")
+            if answer.status_code == 200:
+                return str(answer.json()["authorization_servers"][0])
+    raise RuntimeError(f"no protected-resource metadata at {origin}")
+
+
+async def enterprise_entry(
+    url: str, context: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The `mcp.json` entry of an enterprise-managed (SEP-990) server: the IdP's ID token and
+    token endpoint, and a confidential client of the authorization server named."""
+    oauth = {
+        "grant": "identity_assertion",
+        "client_id": context["client_id"],
+        "client_secret_env": "CONFORMANCE_SECRET",
+        "issuer": await authorization_server_of(url),
+        "idp_token_endpoint": context["idp_token_endpoint"],
+        "idp_client_id": context["idp_client_id"],
+        "id_token_env": "CONFORMANCE_ID_TOKEN",
+    }
+    environ = {
+        "CONFORMANCE_SECRET": context["client_secret"],
+        "CONFORMANCE_ID_TOKEN": context["idp_id_token"],
+    }
+    return {"url": url, "oauth": oauth}, environ
+
+
 async def run(url: str, scenario: str, context: dict[str, Any], home: Path) -> None:
-    entry, environ = server_entry(url, scenario, context)
+    if "idp_id_token" in context:
+        entry, environ = await enterprise_entry(url, context)
+    else:
+        entry, environ = server_entry(url, scenario, context)
     specs = parse_mcp_servers(
         {"mcp_servers": {SERVER: entry}}, source="conformance mcp.json", environ=environ
     )

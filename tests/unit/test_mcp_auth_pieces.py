@@ -138,3 +138,28 @@ async def test_without_the_servers_metadata_a_refresh_is_not_sent_to_the_mcp_ori
     flow = auth.async_auth_flow(httpx2.Request("POST", url))
     with pytest.raises(LoginRequired, match="mcp login tracker"):
         await flow.__anext__()
+
+
+async def test_a_legacy_servers_issuer_on_its_own_origin_is_read_as_that_origin() -> None:
+    """2025-03-26 servers (no protected-resource metadata) may name an issuer with a path on
+    their own origin; one on another origin is left for the SDK to refuse."""
+    import httpx2
+
+    from soong_agent.adapters.mcp.auth.provider import _legacy_metadata
+
+    server = "http://mcp.example.test:8080/mcp"
+    sent = httpx2.Request(
+        "GET", "http://mcp.example.test:8080/.well-known/oauth-authorization-server"
+    )
+    same = httpx2.Response(200, json={"issuer": "http://mcp.example.test:8080/oauth"}, request=sent)
+    read = await _legacy_metadata(sent, same, server)
+    assert read.json()["issuer"] == "http://mcp.example.test:8080"
+    other = httpx2.Response(200, json={"issuer": "http://evil.example.test/oauth"}, request=sent)
+    assert (await _legacy_metadata(sent, other, server)).json()["issuer"] == (
+        "http://evil.example.test/oauth"
+    )
+    elsewhere = httpx2.Request(
+        "GET", "http://as.example.test/.well-known/oauth-authorization-server"
+    )
+    kept = httpx2.Response(200, json={"issuer": "http://as.example.test/oauth"}, request=elsewhere)
+    assert (await _legacy_metadata(elsewhere, kept, server)).json()["issuer"].endswith("/oauth")

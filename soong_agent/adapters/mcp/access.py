@@ -87,7 +87,7 @@ class ServerAccess:
         status, reason, bearer = srv.http_error
         oauth = srv.spec.oauth
         if status == 401 and bearer and oauth is not None:
-            if oauth.grant == "client_credentials":
+            if oauth.grant in ("client_credentials", "identity_assertion"):
                 return None  # nobody can log in: the token request's own error says more
             return RunEnd("error", login_hint(srv.name))
         where = safe_url(srv.spec.url)

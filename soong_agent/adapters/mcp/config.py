@@ -75,7 +75,9 @@ class _OAuthEntry(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "identity_assertion"] = (
+        "authorization_code"
+    )
     client_id: str | None = None
     client_secret_env: str | None = None
     private_key_env: str | None = None
@@ -87,6 +89,10 @@ class _OAuthEntry(BaseModel):
     client_metadata_url: str | None = None
     redirect_port: int | None = Field(default=None, ge=1, le=65535)
     issuer: str | None = None
+    idp_token_endpoint: str | None = None
+    idp_client_id: str | None = None
+    idp_client_secret_env: str | None = None
+    id_token_env: str | None = None
 
 
 def load_mcp_servers(home: Path, disabled: Sequence[str] = ()) -> list[McpServerSpec]:
@@ -292,6 +298,10 @@ def _oauth(entry: _Entry, *, where: str, environ: Mapping[str, str]) -> McpOAuth
             )
     if (secret is not None or key is not None) and not parsed.client_id:
         raise ConfigError(f"{where}.client_id: required with a client secret or key")
+    idp_secret = _from_env(parsed.idp_client_secret_env, f"{where}.idp_client_secret_env", environ)
+    id_token = _from_env(parsed.id_token_env, f"{where}.id_token_env", environ)
+    if parsed.grant == "identity_assertion":
+        _check_identity_assertion(parsed, secret, where)
     url = parsed.client_metadata_url
     if url is not None and not re.match(r"https://[^/\s]+/\S+", url):
         raise ConfigError(f"{where}.client_metadata_url: expected an https:// URL with a path")
@@ -311,7 +321,32 @@ def _oauth(entry: _Entry, *, where: str, environ: Mapping[str, str]) -> McpOAuth
         client_metadata_url=url,
         redirect_port=parsed.redirect_port,
         issuer=parsed.issuer,
+        idp_token_endpoint=parsed.idp_token_endpoint,
+        idp_client_id=parsed.idp_client_id,
+        idp_client_secret_env=parsed.idp_client_secret_env,
+        idp_client_secret=idp_secret,
+        id_token_env=parsed.id_token_env,
+        id_token=id_token,
     )
+
+
+def _check_identity_assertion(parsed: _OAuthEntry, secret: str | None, where: str) -> None:
+    """What the enterprise-managed grant (SEP-990) needs: a confidential client of the
+    authorization server it names, and the identity provider's token endpoint and ID token."""
+    needed = {
+        "client_id": parsed.client_id,
+        "client_secret_env": secret,
+        "issuer": parsed.issuer,
+        "idp_token_endpoint": parsed.idp_token_endpoint,
+        "id_token_env": parsed.id_token_env,
+    }
+    for name, value in needed.items():
+        if not value:
+            raise ConfigError(f"{where}.{name}: required for the identity_assertion grant")
+    for name in ("issuer", "idp_token_endpoint"):
+        url = str(getattr(parsed, name))
+        if not re.match(r"https?://[^/\s]+", url) or _in_clear(url):
+            raise ConfigError(f"{where}.{name}: expected an https:// URL, not {url!r}")
 
 
 def _from_env(name: str | None, where: str, environ: Mapping[str, str]) -> str | None:

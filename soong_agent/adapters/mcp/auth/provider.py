@@ -17,6 +17,7 @@ a new authorization.
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import warnings
@@ -166,11 +167,45 @@ class LoginProvider(_StoredExpiry, OAuthClientProvider):
                     if await self._handle_refresh_response(refresh_response):
                         self._add_auth_header(request)
                         response = yield request
+                if self.context.auth_server_url is None:
+                    response = await _legacy_metadata(outgoing, response, self.context.server_url)
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             return
         finally:
             await flow.aclose()
+
+
+async def _legacy_metadata(
+    sent: httpx2.Request, answer: httpx2.Response, server_url: str
+) -> httpx2.Response:
+    """A server of the 2025-03-26 protocol (no protected-resource metadata) serves its
+    authorization server's metadata at its own origin's well-known URL, and may name an issuer
+    with a path on that same origin (``https://host/oauth``). The SDK holds the issuer to the
+    origin (RFC 8414 §3.3) and would refuse the server; an issuer on the very origin the
+    metadata came from is read as that origin, so such a server works. Any other issuer (another
+    origin) is left for the SDK to refuse."""
+    if sent.url.path != "/.well-known/oauth-authorization-server" or answer.status_code != 200:
+        return answer
+    await answer.aread()
+    try:
+        metadata = json.loads(answer.content)
+    except ValueError:
+        return answer
+    issuer = metadata.get("issuer") if isinstance(metadata, dict) else None
+    origin = _origin(server_url)
+    if not isinstance(issuer, str) or _origin(issuer) != origin or _origin(str(sent.url)) != origin:
+        return answer
+    parts = urlsplit(issuer)
+    if parts.path in ("", "/"):
+        return answer
+    metadata["issuer"] = f"{parts.scheme}://{parts.netloc}"
+    return httpx2.Response(
+        answer.status_code,
+        headers={"content-type": "application/json"},
+        json=metadata,
+        request=sent,
+    )
 
 
 class _Redirects:
@@ -256,6 +291,10 @@ def build_auth(
     scope = " ".join(oauth.scopes) or None
     if oauth.grant == "client_credentials":
         return _machine_auth(spec.url, oauth, storage, scope)
+    if oauth.grant == "identity_assertion":
+        from soong_agent.adapters.mcp.auth.enterprise import enterprise_auth
+
+        return enterprise_auth(spec.url, oauth, storage, scope)
     port = oauth.redirect_port or _stored_port(storage) or free_port()
     redirects = _Redirects(spec.name, port, authorize, timeout_s)
     redirects.on_login_needed = on_login_needed
