@@ -3,12 +3,12 @@ launches: `python -m tests.support.mcp_conformance_client SERVER_URL`.
 
 The suite names the scenario in `MCP_CONFORMANCE_SCENARIO` and gives what a scenario needs
 (a pre-registered client, a private key) in `MCP_CONFORMANCE_CONTEXT`. This driver goes through
-soong-agent's own client code: the server is declared as an `mcp.json` entry would be (read by
-`parse_mcp_servers`), run by `SdkMcpHub` with its OAuth token files in a temporary home, its
-tools listed and called as a run calls them. The browser's part of an authorization is played
-by `follow_redirect`: it opens the authorization URL and follows the redirect to the hub's
-loopback listener (the suite's authorization server approves at once). A server's questions are
-accepted with the form's defaults.
+soong-agent's own client code paths: a runtime whose home (a temporary one) has the server in its
+`mcp.json`, and whose scripted model calls the server's tool, through the permission engine and
+the tool pipeline, as any run does (OAuth token files under that home). The browser's part of
+an authorization is played by `follow_redirect` (the runtime's `mcp_authorize`): it opens the
+authorization URL and follows the redirect to the loopback listener (the suite's authorization
+server approves at once). A server's questions are accepted with the form's defaults.
 
 Exit 0 when the scenario's steps ran, 1 (with the reason on stderr) when one failed; the suite
 itself judges what it saw.
@@ -27,8 +27,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from soong_agent.adapters.mcp import SdkMcpHub, parse_mcp_servers
+from soong_agent import AgentRuntime
 from soong_agent.ports.mcp import ElicitationAnswer, ElicitationRequest, McpError
+from soong_agent.ports.model import ModelRequest
+from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
 
 SERVER = "conf"
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
@@ -129,35 +131,44 @@ async def enterprise_entry(
 
 
 async def run(url: str, scenario: str, context: dict[str, Any], home: Path) -> None:
+    """One run of a runtime whose `mcp.json` declares the scenario's server: its scripted
+    model calls the server's tool (the scenario's, or the first), through the permission
+    engine, as any run would."""
     if "idp_id_token" in context:
         entry, environ = await enterprise_entry(url, context)
     else:
         entry, environ = server_entry(url, scenario, context)
-    specs = parse_mcp_servers(
-        {"mcp_servers": {SERVER: entry}}, source="conformance mcp.json", environ=environ
-    )
-    hub = SdkMcpHub(
-        specs,
-        startup_timeout_s=TIMEOUT_S,
-        auth_home=home,
-        authorize=follow_redirect,
-        elicitation=accept_defaults,
-        roots=[Path.cwd()],
-    )
-    try:
-        hub.start()
-        await hub.wait_ready(TIMEOUT_S)
-        [health] = hub.health()
+    os.environ.update(environ)  # where mcp.json's *_env settings are read
+    (home / "mcp.json").write_text(json.dumps({"mcp_servers": {SERVER: entry}}), "utf-8")
+    write_minimal_config(home, '[tools]\ndefer_threshold = 1000\n[permissions]\nmode = "bypass"\n')
+    project = home / "project"
+    project.mkdir()
+    prefix = f"mcp__{SERVER}__"
+    wanted = CALLS.get(scenario)
+
+    def call_the_tool(request: ModelRequest) -> ScriptedResponse:
+        offered = [tool.name for tool in request.tools if tool.name.startswith(prefix)]
+        if wanted is not None:
+            return ScriptedResponse.tool_calls((prefix + wanted[0], wanted[1]))
+        if not offered:
+            return ScriptedResponse.text(f"the server offers no tool ({offered})")
+        return ScriptedResponse.tool_calls((offered[0], {}))
+
+    model = ScriptedModel([call_the_tool, ScriptedResponse.text("done")])
+    async with AgentRuntime(
+        project, home, model=model, mcp_authorize=follow_redirect, elicitation=accept_defaults
+    ) as runtime:
+        run = await runtime.run("call the server's tool")
+        results = [event async for event in run.events() if event.type == "tool_result"]
+        ended = await run.wait()
+        [health] = runtime._container.adapters.mcp_hub().health()
         if health.state != "ready":
             raise RuntimeError(f"{SERVER} is {health.state}: {health.detail}")
-        tools = hub.tools()
-        name, arguments = CALLS.get(scenario, (tools[0].name if tools else "", {}))
-        if name:
-            result = await hub.call_tool(SERVER, name, arguments, timeout_s=TIMEOUT_S)
-            text = " ".join(block.text for block in result.content)
-            sys.stderr.write(f"{name}: {'error: ' if result.is_error else ''}{text}\n")
-    finally:
-        await hub.aclose()
+        if ended.status != "completed":  # (a server without tools: no call, nothing wrong)
+            raise RuntimeError(f"the run ended {ended.status}: {ended.reason}")
+        for result in results:
+            shown = f"{'error: ' if result.is_error else ''}{result.content[:200]}"
+            sys.stderr.write(f"{result.name}: {shown}\n")
 
 
 def main(argv: list[str]) -> int:
