@@ -26,17 +26,16 @@ Every mistake is a `ConfigError` of one line naming the file, the server and the
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from soong_agent.adapters.mcp.oauth_checks import check_identity_assertion, in_clear
 from soong_agent.ports.defaults import no_entries, no_items
 from soong_agent.ports.errors import ConfigError
 from soong_agent.ports.mcp import McpOAuth, McpServerSpec, Transport
@@ -241,7 +240,7 @@ def _spec(
     if not re.match(r"https?://[^/\s]+", parsed.url):
         raise ConfigError(f"{where}.url: expected an http:// or https:// URL")
     oauth = None
-    if not _in_clear(parsed.url):
+    if not in_clear(parsed.url):
         oauth = _oauth(parsed, where=f"{where}.oauth", environ=environ)
     elif parsed.oauth not in (None, False):  # tokens and secrets would travel unencrypted
         raise ConfigError(
@@ -255,20 +254,6 @@ def _spec(
         headers=dict(parsed.headers),
         oauth=oauth,
     )
-
-
-def _in_clear(url: str) -> bool:
-    """Whether `url` is plain http to another machine (no OAuth over it)."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() != "http":
-        return False
-    host = (parts.hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True
 
 
 def _oauth(entry: _Entry, *, where: str, environ: Mapping[str, str]) -> McpOAuth | None:
@@ -301,7 +286,7 @@ def _oauth(entry: _Entry, *, where: str, environ: Mapping[str, str]) -> McpOAuth
     idp_secret = _from_env(parsed.idp_client_secret_env, f"{where}.idp_client_secret_env", environ)
     id_token = _from_env(parsed.id_token_env, f"{where}.id_token_env", environ)
     if parsed.grant == "identity_assertion":
-        _check_identity_assertion(parsed, secret, where)
+        check_identity_assertion(parsed, secret, where)
     url = parsed.client_metadata_url
     if url is not None and not re.match(r"https://[^/\s]+/\S+", url):
         raise ConfigError(f"{where}.client_metadata_url: expected an https:// URL with a path")
@@ -328,25 +313,6 @@ def _oauth(entry: _Entry, *, where: str, environ: Mapping[str, str]) -> McpOAuth
         id_token_env=parsed.id_token_env,
         id_token=id_token,
     )
-
-
-def _check_identity_assertion(parsed: _OAuthEntry, secret: str | None, where: str) -> None:
-    """What the enterprise-managed grant (SEP-990) needs: a confidential client of the
-    authorization server it names, and the identity provider's token endpoint and ID token."""
-    needed = {
-        "client_id": parsed.client_id,
-        "client_secret_env": secret,
-        "issuer": parsed.issuer,
-        "idp_token_endpoint": parsed.idp_token_endpoint,
-        "id_token_env": parsed.id_token_env,
-    }
-    for name, value in needed.items():
-        if not value:
-            raise ConfigError(f"{where}.{name}: required for the identity_assertion grant")
-    for name in ("issuer", "idp_token_endpoint"):
-        url = str(getattr(parsed, name))
-        if not re.match(r"https?://[^/\s]+", url) or _in_clear(url):
-            raise ConfigError(f"{where}.{name}: expected an https:// URL, not {url!r}")
 
 
 def _from_env(name: str | None, where: str, environ: Mapping[str, str]) -> str | None:
