@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from soong_agent.ports.errors import UsageError
-from soong_agent.ports.run_queue import ENDED, Dispatched, QueuedRun, QueueStatus, RunOptions
+from soong_agent.ports.run_queue import (
+    ENDED,
+    Dispatched,
+    QueuedRun,
+    QueueStatus,
+    RunOptions,
+    attempt_fence,
+    session_end,
+)
 
 CANCELLED_QUEUED = "cancelled before a worker took it"
 CANCELLED_RUNNING = "cancelled while it ran"
@@ -109,27 +117,12 @@ def recorded_end(
     run: QueuedRun, session_runs: Sequence[tuple[str, str, str | None]]
 ) -> tuple[QueueStatus, str] | None:
     """The end the run's last attempt wrote in its session (`session_runs`: the id, status and
-    reason of each run of its session) that its worker never told the queue (it died between
-    the two writes): the status and reason the queue records, or None when that attempt did
-    not end (running, interrupted, or cancelled by a worker stopping)."""
-
-    def fence(run_id: str) -> int:
-        suffix = run_id[len(run.id) + 1 :]
-        return int(suffix) if suffix.isdigit() else 0
-
-    mine = [r for r in session_runs if r[0] == run.id or r[0].startswith(run.id + "-")]
+    reason of each run of its session) that its worker never told the queue (`session_end`)."""
+    mine = [(f, r) for r in session_runs if (f := attempt_fence(run.id, r[0])) is not None]
     if not mine:
         return None
-    _id, status, reason = max(mine, key=lambda r: fence(r[0]))
-    if status in ("running", "interrupted"):
-        return None
-    if status == "cancelled" and not run.cancel_requested:
-        return None
-    if status == "completed":
-        return "completed", ""
-    if status == "cancelled":
-        return "cancelled", reason or ""
-    return "failed", f"{status}: {reason}" if reason else status
+    _fence, (_id, status, reason) = max(mine, key=lambda found: found[0])
+    return session_end(status, reason, cancel_requested=run.cancel_requested)
 
 
 def exhausted_reason(attempts: int, max_attempts: int) -> str:

@@ -26,6 +26,41 @@ reason — budget exhausted, `max_attempts` reached, an error — `cancelled`)."
 ENDED: frozenset[str] = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
 
+def attempt_fence(run_id: str, attempt_id: str) -> int | None:
+    """The fence of an attempt of the queued run `run_id`, from the id of the run it started
+    in its session (the first attempt's is `run_id`, 0; a takeover's `<run_id>-<fence>`); None
+    for the id of another run."""
+    if attempt_id == run_id:
+        return 0
+    if not attempt_id.startswith(run_id + "-"):
+        return None
+    suffix = attempt_id[len(run_id) + 1 :]
+    return int(suffix) if suffix.isdigit() else 0
+
+
+def queue_end(status: str, reason: str | None) -> tuple[QueueStatus, str]:
+    """How the queue records a run that ended with the run status `status`: completed,
+    cancelled, or failed, with the status and its reason."""
+    if status == "completed":
+        return "completed", ""
+    said = f"{status}: {reason}" if reason else status
+    return ("cancelled" if status == "cancelled" else "failed"), said
+
+
+def session_end(
+    status: str, reason: str | None, *, cancel_requested: bool
+) -> tuple[QueueStatus, str] | None:
+    """The end (`queue_end`) of an attempt that ended in its session with `status` although
+    its worker never told the queue (it died between the two writes); None when it did not
+    end: running, interrupted, or cancelled by a worker stopping without a cancellation asked
+    for (it gives the run back, to be continued)."""
+    if status in ("running", "interrupted"):
+        return None
+    if status == "cancelled" and not cancel_requested:
+        return None
+    return queue_end(status, reason)
+
+
 @dataclass(frozen=True, slots=True)
 class Dispatched:
     """A queued run that an orchestrator handed to the queue (AGT-4, TEAM-1, WORK-1): a worker

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from soong_agent.application.children.pools import tokens_of
 from soong_agent.application.runs.assembler import RunAssembler, RunSpec
 from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.lineage import Lineage
@@ -30,7 +31,15 @@ from soong_agent.domain.run_limits import RunLimits
 from soong_agent.ports.errors import UsageError
 from soong_agent.ports.events import TeamChanged, UsageEvent
 from soong_agent.ports.messages import Message
-from soong_agent.ports.run_queue import Dispatched, Lease, QueuedRun, RunOptions, RunQueue
+from soong_agent.ports.run_queue import (
+    Dispatched,
+    Lease,
+    QueuedRun,
+    RunOptions,
+    RunQueue,
+    attempt_fence,
+    session_end,
+)
 from soong_agent.ports.storage import RunFence, RunInfo, SessionInfo, SessionStore
 from soong_agent.ports.streaming import Usage
 from soong_agent.ports.system import Clock, IdGenerator
@@ -322,8 +331,7 @@ async def _left_after(
     """What the earlier `attempts` left of `base` (the wall clock counted from the first
     one's start); `AlreadyEnded` when they used a budget up."""
     usage, cost, _calls = await spent_by(store, attempts)
-    tokens = usage.input_tokens + usage.output_tokens
-    tokens += usage.cache_read_tokens + usage.cache_write_tokens
+    tokens = tokens_of(usage)
     elapsed_ms = max(0.0, now - attempts[0].started_at) * 1000
     used_up = base.spent(cost_usd=cost, tokens=tokens, elapsed_ms=elapsed_ms)
     if used_up is not None:
@@ -343,12 +351,8 @@ def attempts_of(run_id: str, runs: Sequence[RunInfo]) -> list[RunInfo]:
     """The runs of a session that are attempts of the queued run `run_id`, in order: the
     first has its id, a takeover's is `<id>-<fence>` (fences only grow)."""
 
-    def fence(run: RunInfo) -> int:
-        suffix = run.id[len(run_id) + 1 :]
-        return int(suffix) if suffix.isdigit() else 0
-
-    mine = [r for r in runs if r.id == run_id or r.id.startswith(run_id + "-")]
-    return sorted(mine, key=fence)
+    fenced = [(f, r) for r in runs if (f := attempt_fence(run_id, r.id)) is not None]
+    return [r for _f, r in sorted(fenced, key=lambda found: found[0])]
 
 
 def _check_not_ended(queued: QueuedRun, last: RunInfo) -> None:
@@ -356,11 +360,8 @@ def _check_not_ended(queued: QueuedRun, last: RunInfo) -> None:
     queue was not told (its worker died between the two writes): it is not run again. A
     cancelled attempt ends it only when cancellation was asked for (a worker that stops
     cancels what it holds and gives it back, to be continued)."""
-    if last.status in ("running", "interrupted"):
-        return
-    if last.status == "cancelled" and not queued.cancel_requested:
-        return
-    raise AlreadyEnded(last.status, last.reason or "")
+    if session_end(last.status, last.reason, cancel_requested=queued.cancel_requested):
+        raise AlreadyEnded(last.status, last.reason or "")
 
 
 def _with(options: RunOptions, **changes: object) -> RunOptions:

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from soong_agent.application.runs.handle import Run, RunResult
+from soong_agent.application.runs.handle import Run
 from soong_agent.application.runs.parking import PARKED
 from soong_agent.ports.errors import SoongAgentError, UsageError
-from soong_agent.ports.run_queue import Lease, LeaseLost, QueueStatus, RunQueue
+from soong_agent.ports.run_queue import Lease, LeaseLost, QueueStatus, RunQueue, queue_end
 from soong_agent.ports.storage import SessionBusy
 from soong_agent.ports.system import Clock
 from soong_agent.ports.telemetry import Telemetry
@@ -36,8 +36,6 @@ log = logging.getLogger(__name__)
 
 StartClaimed = Callable[[Lease, bool], Awaitable[Run]]
 """Start a claimed run (the bool: guarded by the fence alone, see `Assigned.fence_only`)."""
-
-_STATUS: dict[str, QueueStatus] = {"completed": "completed", "cancelled": "cancelled"}
 
 DEPTH_CAP = 1000
 """The most queued runs a worker counts for telemetry's queue depth."""
@@ -204,8 +202,7 @@ class Worker:
             if run is None:
                 return
         except AlreadyEnded as ended:
-            status = _STATUS.get(ended.status, "failed")
-            await self._end(lease, status, "" if status == "completed" else str(ended))
+            await self._end(lease, *queue_end(ended.status, ended.reason))
             return
         except (SoongAgentError, OSError, ValueError) as exc:
             await self._end(lease, "failed", f"the run could not start: {exc}")
@@ -226,7 +223,8 @@ class Worker:
             self.tally.lost += 1
             self._report(f"run {queued.id}: taken over by another worker; stopped")
             return
-        await self._end(current, _STATUS.get(result.status, "failed"), _reason(result))
+        detail = result.reason or (str(result.error) if result.error is not None else "")
+        await self._end(current, *queue_end(result.status, detail))
 
     async def _following(self, lease: Lease, run: Run, keeper: asyncio.Task[None]) -> None:
         """Wait, holding no slot, for what follows the ended run (its teammates finishing
@@ -324,10 +322,3 @@ def keeper_lost(keeper: asyncio.Task[None]) -> bool:
     if not keeper.done() or keeper.cancelled():
         return False
     return isinstance(keeper.exception(), LeaseLost)
-
-
-def _reason(result: RunResult) -> str:
-    if result.status == "completed":
-        return ""
-    detail = result.reason or (str(result.error) if result.error is not None else "")
-    return f"{result.status}: {detail}" if detail else result.status
