@@ -186,3 +186,68 @@ async def test_a_run_whose_last_allowed_attempt_ended_unrecorded_keeps_that_end(
         ended = await runtime.queued_run(run_id)
         assert ended.status == "completed" and ended.reason == ""
         assert len(model.calls) == 1
+
+
+POOL = (
+    '[permissions]\nmode = "bypass"\n'
+    '[[agents.worker_pools]]\npool_id = "p"\n'
+    '[[agents.worker_pools.workers]]\nagent_definition_id = "default_worker_agent"\n'
+)
+
+
+@pytest.mark.parametrize("cap", [None, ("read_file",)])
+async def test_a_queued_pool_worker_is_held_to_its_orchestrators_plan_mode_and_tool_cap(
+    tmp_path: Path, cap: tuple[str, ...] | None
+) -> None:
+    """A pool worker another process queued: though this worker's config says bypass, the
+    orchestrator's plan mode binds it (its write is refused), and its pool entry's tool cap is
+    the most it is offered."""
+    from soong_agent.ports.run_queue import Dispatched, QueuedRun, RunOptions
+
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    write_minimal_config(home, POOL)
+    model = ScriptedModel(
+        [
+            ScriptedResponse.tool_calls(("write_file", {"path": "x.txt", "content": "no\n"})),
+            ScriptedResponse.text("could not write"),
+        ]
+    )
+    origin = Dispatched(
+        parent_session_id="ses_lead",
+        parent_run_id="run_lead",
+        parent_call_id="call_1",
+        parent_mode="plan",
+        pool="p",
+        worker="w1",
+        agent="default_worker_agent",
+        task_session_id="ses_lead",
+        allowed_tools=cap,
+    )
+    async with AgentRuntime(project, home, model=model) as runtime:
+        adapters = runtime._container.adapters
+        service, store = runtime._container.services.run_service(), adapters.session_store()
+        queue, folder = adapters.run_queue(), str(project.resolve())
+        await queue.submit(
+            QueuedRun(
+                id="run_child",
+                session_id="ses_child",
+                project_dir=folder,
+                message="write x.txt",
+                options=RunOptions(dispatched=origin),
+                submitted_at=1e9,
+            )
+        )
+        lease = await queue.claim("w", [folder], lease_s=30, max_attempts=3, now=1e9)
+        assert lease is not None
+        result = await (await start_queued(service, store, lease)).wait()
+    assert not (project / "x.txt").exists()
+    answered = str(model.calls[1].messages[-1].content)
+    offered = {tool.name for tool in model.calls[0].tools}
+    if cap is None:
+        assert "write_file" in offered  # offered, and refused by the plan mode
+        assert "mode plan is read-only" in answered
+    else:
+        assert "unknown tool 'write_file'" in answered
+        assert offered <= {"read_file", "tool_search"} and "write_file" not in offered
+    assert result.status == "completed"
