@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from soong_agent import AgentRuntime
-from soong_agent.ports.events import ErrorEvent, RunEvent, ToolResultEvent
+from soong_agent.ports.events import ErrorEvent, RunEvent, ToolCallRequested, ToolResultEvent
 from soong_agent.ports.messages import ToolCallBlock
 from soong_agent.testing import ScriptedModel, ScriptedResponse, write_minimal_config
 
@@ -55,7 +55,13 @@ async def run_calls(
         again = await (await runtime.run("more", session_id=run.session_id)).wait()
         assert again.status == "completed", again.reason
     assert not [e for e in events if isinstance(e, ErrorEvent) and e.kind == "tool_crash"]
+    # in the order of the calls: read-only calls run at once and may end in any order
+    order: dict[str, int] = {}
+    for event in events:
+        if isinstance(event, ToolCallRequested):
+            order.setdefault(event.call_id, len(order))
     results = [e for e in events if isinstance(e, ToolResultEvent)]
+    results.sort(key=lambda r: order.get(r.call_id, len(order)))
     return events, results, run.session_id
 
 
